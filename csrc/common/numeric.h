@@ -1,0 +1,39 @@
+// Reduction functors and numeric helpers shared by the CPU and CUDA kernels.
+//
+// A sum kernel and a max kernel differ only by the functor they are instantiated with:
+// each functor carries its identity and a combine that is safe for the special values
+// SPEC.md names (the max identity is -inf, never FLT_MIN; a NaN wins every max).
+#pragma once
+
+#include <c10/macros/Macros.h>
+#include <cmath>
+#include <limits>
+
+namespace reduce_ops {
+
+template <typename Acc>
+struct SumOp {
+  static C10_HOST_DEVICE Acc identity() { return Acc(0); }
+  C10_HOST_DEVICE Acc operator()(Acc a, Acc b) const { return a + b; }
+};
+
+// NaN-propagating max: if either side is NaN the result is NaN (fmax would drop it).
+template <typename Acc>
+struct MaxOp {
+  static C10_HOST_DEVICE Acc identity() { return -std::numeric_limits<Acc>::infinity(); }
+  C10_HOST_DEVICE Acc operator()(Acc a, Acc b) const { return (a > b || a != a) ? a : b; }
+};
+
+// max(a, eps) for the ReduceScale scale, keeping a NaN row NaN (as torch.clamp_min).
+template <typename Acc>
+C10_HOST_DEVICE inline Acc clamp_min_keep_nan(Acc a, Acc lo) {
+  return (a < lo) ? lo : a;
+}
+
+// The ReduceScale output element: x / scale, or 0 for a row whose scale is 0.
+template <typename Acc>
+C10_HOST_DEVICE inline Acc scale_element(Acc x, Acc scale) {
+  return scale == Acc(0) ? Acc(0) : x / scale;
+}
+
+}  // namespace reduce_ops

@@ -1,0 +1,281 @@
+// Row-normalizing algorithms: softmax and ReduceScale, each a Policy over the same strategies.
+//
+// Both ops take a row max first (of x for softmax, of |x| for ReduceScale), turn it into a row
+// statistic, optionally sum a transform of the row (softmax: exp(x - max)), then write
+// finish(transform(x)). Strategies by row length, as OneFlow's softmax:
+//
+//   row_norm_warp_kernel      kWidth (<= 32) lanes per row, the row in registers
+//                             (kPacks packs of kVec per lane): one read, one write.
+//   row_norm_block_kernel     a block per row, the row kept in shared memory: one read, one write.
+//   row_norm_partial_kernel + row_norm_apply_kernel
+//                             split rows: several blocks per row write partial statistics, then
+//                             each block combines its row's partials and writes its segment:
+//                             two reads, one write; any row length, whole GPU busy on one row.
+#pragma once
+
+#include "cuda/primitives.cuh"
+#include "ops.h"
+
+namespace reduce_ops {
+namespace cuda {
+
+template <typename Acc>
+struct SoftmaxPolicy {
+  static constexpr bool kNeedsSum = true;
+  __device__ static Acc key(Acc x) { return x; }
+  __device__ Acc stat(Acc max) const { return max; }
+  __device__ static Acc transform(Acc x, Acc max) { return fast_exp(x - max); }
+  __device__ static Acc finish(Acc e, Acc, Acc inv_sum) { return e * inv_sum; }
+  __device__ void write_stat(int64_t, Acc) const {}
+};
+
+template <typename Acc>
+struct ReduceScalePolicy {
+  static constexpr bool kNeedsSum = false;
+  Acc eps;
+  Acc* scale;  // one per row
+  __device__ static Acc key(Acc x) { return x < Acc(0) ? -x : x; }
+  __device__ Acc stat(Acc absmax) const { return clamp_min_keep_nan(absmax, eps); }
+  __device__ static Acc transform(Acc x, Acc) { return x; }
+  __device__ static Acc finish(Acc x, Acc s, Acc) { return scale_element(x, s); }
+  __device__ void write_stat(int64_t row, Acc s) const { scale[row] = s; }
+};
+
+template <typename T, int kVec>
+__device__ __forceinline__ void load_pack(const T* p, T (&v)[kVec]) {
+  const Pack<T, kVec> pk = *reinterpret_cast<const Pack<T, kVec>*>(p);
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) v[k] = pk.v[k];
+}
+
+template <typename Out, typename Acc, int kVec>
+__device__ __forceinline__ void store_pack(Out* p, const Acc (&v)[kVec]) {
+  Pack<Out, kVec> pk;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) pk.v[k] = static_cast<Out>(v[k]);
+  *reinterpret_cast<Pack<Out, kVec>*>(p) = pk;
+}
+
+// Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
+// the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth>
+__global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
+                                     Policy policy) {
+  static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
+  const int lane = threadIdx.x % kWidth;
+  const int64_t groups_per_block = blockDim.x / kWidth;
+  const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
+  for (int64_t row = blockIdx.x * groups_per_block + threadIdx.x / kWidth; row - group_in_warp < g.rows;
+       row += gridDim.x * groups_per_block) {
+    const bool row_ok = row < g.rows;
+    Acc v[kPacks][kVec];
+    Acc m = MaxOp<Acc>::identity();
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+      if (row_ok && col < g.cols) {
+        In raw[kVec];
+        load_pack<In, kVec>(x + row * g.x_row_stride + col, raw);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          v[p][k] = static_cast<Acc>(raw[k]);
+          m = MaxOp<Acc>()(m, Policy::key(v[p][k]));
+        }
+      }
+    }
+    m = warp_all_reduce<kWidth>(m, MaxOp<Acc>());
+    const Acc stat = policy.stat(m);
+    Acc inv_sum = Acc(1);
+    if constexpr (Policy::kNeedsSum) {
+      Acc s = Acc(0);
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+        if (row_ok && col < g.cols) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            v[p][k] = Policy::transform(v[p][k], stat);
+            s += v[p][k];
+          }
+        }
+      }
+      inv_sum = Acc(1) / warp_all_reduce<kWidth>(s, SumOp<Acc>());
+    }
+    if (!row_ok) continue;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+      if (col < g.cols) {
+        Acc o[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          const Acc t = Policy::kNeedsSum ? v[p][k] : Policy::transform(v[p][k], stat);
+          o[k] = Policy::finish(t, stat, inv_sum);
+        }
+        store_pack<Out, Acc, kVec>(y + row * g.y_row_stride + col, o);
+      }
+    }
+    if (lane == 0) policy.write_stat(row, stat);
+  }
+}
+
+// A block per row; the row waits in dynamic shared memory (cols elements of In) between the
+// passes. Each thread reads back only the packs it stored, so the passes need no barrier of
+// their own beyond those inside block_all_reduce.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+__global__ void row_norm_block_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
+                                      Policy policy) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  In* row_buf = reinterpret_cast<In*>(smem_raw);
+  const int64_t packs = g.cols / kVec;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const In* xr = x + row * g.x_row_stride;
+    Acc m = MaxOp<Acc>::identity();
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      In raw[kVec];
+      load_pack<In, kVec>(xr + p * kVec, raw);
+      *reinterpret_cast<Pack<In, kVec>*>(row_buf + p * kVec) = *reinterpret_cast<Pack<In, kVec>*>(raw);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(raw[k])));
+    }
+    m = block_all_reduce(m, MaxOp<Acc>());
+    const Acc stat = policy.stat(m);
+    Acc inv_sum = Acc(1);
+    if constexpr (Policy::kNeedsSum) {
+      Acc s = Acc(0);
+      for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) s += Policy::transform(static_cast<Acc>(row_buf[p * kVec + k]), stat);
+      }
+      inv_sum = Acc(1) / block_all_reduce(s, SumOp<Acc>());
+    }
+    Out* yr = y + row * g.y_row_stride;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      Acc o[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        o[k] = Policy::finish(Policy::transform(static_cast<Acc>(row_buf[p * kVec + k]), stat), stat, inv_sum);
+      }
+      store_pack<Out, Acc, kVec>(yr + p * kVec, o);
+    }
+    if (threadIdx.x == 0) policy.write_stat(row, stat);
+  }
+}
+
+// Split rows: work item w = row * splits + seg covers cols [seg * chunk, min(cols, (seg+1) * chunk)).
+struct SplitArgs {
+  int64_t splits, chunk;
+};
+
+// Partial statistics of one segment: its max of key(x) and, for softmax, sum of exp(x - max).
+template <typename Acc>
+struct RowPartial {
+  Acc max, sum;
+};
+
+// Adds a value with its running max to a (max, sum of exp(x - max)) pair (online softmax).
+// A pair whose max is -inf holds only -inf values, whose exp is 0: it is skipped rather than
+// computing -inf - -inf.
+template <typename Acc>
+__device__ __forceinline__ Acc rescaled_sum(Acc sum, Acc max, Acc new_max) {
+  return max == -std::numeric_limits<Acc>::infinity() ? Acc(0) : sum * fast_exp(max - new_max);
+}
+
+template <typename In, typename Acc, typename Policy, int kVec>
+__global__ void row_norm_partial_kernel(const In* __restrict__ x, RowPartial<Acc>* __restrict__ partial,
+                                        RowGeometry g, SplitArgs s) {
+  const int64_t items = g.rows * s.splits;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const int64_t row = w / s.splits, c0 = (w % s.splits) * s.chunk;
+    const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
+    const In* xs = x + row * g.x_row_stride + c0;
+    Acc m = MaxOp<Acc>::identity(), sum = Acc(0);
+    for (int64_t p = threadIdx.x; p < n / kVec; p += blockDim.x) {
+      In raw[kVec];
+      load_pack<In, kVec>(xs + p * kVec, raw);
+      Acc pm = MaxOp<Acc>::identity();
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) pm = MaxOp<Acc>()(pm, Policy::key(static_cast<Acc>(raw[k])));
+      if constexpr (Policy::kNeedsSum) {
+        const Acc new_m = MaxOp<Acc>()(m, pm);
+        if (!(new_m == m)) {
+          sum = rescaled_sum(sum, m, new_m);
+          m = new_m;
+        }
+        if (m != -std::numeric_limits<Acc>::infinity()) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) sum += fast_exp(static_cast<Acc>(raw[k]) - m);
+        }
+      } else {
+        m = MaxOp<Acc>()(m, pm);
+      }
+    }
+    const Acc block_m = block_all_reduce(m, MaxOp<Acc>());
+    if constexpr (Policy::kNeedsSum) sum = block_all_reduce(rescaled_sum(sum, m, block_m), SumOp<Acc>());
+    if (threadIdx.x == 0) partial[w] = {block_m, sum};
+  }
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+__global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict__ y,
+                                      const RowPartial<Acc>* __restrict__ partial, RowGeometry g,
+                                      SplitArgs s, Policy policy) {
+  const int64_t items = g.rows * s.splits;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const int64_t row = w / s.splits, seg = w % s.splits, c0 = seg * s.chunk;
+    const RowPartial<Acc>* rp = partial + row * s.splits;
+    Acc m = MaxOp<Acc>::identity();
+    for (int64_t j = threadIdx.x; j < s.splits; j += blockDim.x) m = MaxOp<Acc>()(m, rp[j].max);
+    m = block_all_reduce(m, MaxOp<Acc>());
+    const Acc stat = policy.stat(m);
+    Acc inv_sum = Acc(1);
+    if constexpr (Policy::kNeedsSum) {
+      Acc sum = Acc(0);
+      for (int64_t j = threadIdx.x; j < s.splits; j += blockDim.x) sum += rescaled_sum(rp[j].sum, rp[j].max, m);
+      inv_sum = Acc(1) / block_all_reduce(sum, SumOp<Acc>());
+    }
+    const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
+    const In* xs = x + row * g.x_row_stride + c0;
+    Out* ys = y + row * g.y_row_stride + c0;
+    for (int64_t p = threadIdx.x; p < n / kVec; p += blockDim.x) {
+      In raw[kVec];
+      load_pack<In, kVec>(xs + p * kVec, raw);
+      Acc o[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        o[k] = Policy::finish(Policy::transform(static_cast<Acc>(raw[k]), stat), stat, inv_sum);
+      }
+      store_pack<Out, Acc, kVec>(ys + p * kVec, o);
+    }
+    if (seg == 0 && threadIdx.x == 0) policy.write_stat(row, stat);
+  }
+}
+
+// Softmax over the middle dim of a contiguous (outer, cols, inner) tensor: a thread per
+// (outer, inner) column, adjacent threads on adjacent columns (coalesced); an online max/sum
+// pass, then a writing pass: two reads, one write.
+template <typename In, typename Out, typename Acc>
+__global__ void softmax_inner_kernel(const In* __restrict__ x, Out* __restrict__ y, InnerGeometry g) {
+  const int64_t columns = g.outer * g.inner;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < columns;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (c / g.inner) * g.cols * g.inner + c % g.inner;
+    Acc m = MaxOp<Acc>::identity(), sum = Acc(0);
+    for (int64_t k = 0; k < g.cols; ++k) {
+      const Acc v = static_cast<Acc>(x[base + k * g.inner]);
+      const Acc new_m = MaxOp<Acc>()(m, v);
+      if (!(new_m == m)) {
+        sum = rescaled_sum(sum, m, new_m);
+        m = new_m;
+      }
+      if (m != -std::numeric_limits<Acc>::infinity()) sum += fast_exp(v - m);
+    }
+    const Acc inv_sum = Acc(1) / sum;
+    for (int64_t k = 0; k < g.cols; ++k) {
+      y[base + k * g.inner] = static_cast<Out>(fast_exp(static_cast<Acc>(x[base + k * g.inner]) - m) * inv_sum);
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace reduce_ops

@@ -1,0 +1,146 @@
+// Launch of softmax and ReduceScale: one dispatcher picks the strategy by row length.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "common/dispatch.h"
+#include "cuda/row_norm.cuh"
+#include "ops.h"
+
+namespace reduce_ops {
+namespace cuda {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kBlocksPerSM = 8;
+// Packs a warp-path lane holds at most (registers: 8 packs x 16 bytes).
+constexpr int kMaxWarpPacks = 8;
+// Fewest elements in a split-row segment.
+constexpr int64_t kMinSplitChunk = 16384;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const cudaDeviceProp& props() { return *at::cuda::getCurrentDeviceProperties(); }
+
+int64_t grid_for(int64_t items) {
+  return std::max<int64_t>(1, std::min<int64_t>(items, static_cast<int64_t>(props().multiProcessorCount) * kBlocksPerSM * 4));
+}
+
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+  const int64_t packs = ceil_div(g.cols, kVec);
+  auto run = [&](auto packs_tag, auto width_tag) {
+    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
+    row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth>
+        <<<grid_for(ceil_div(g.rows, kBlock / kWidth)), kBlock, 0, stream>>>(x, y, g, policy);
+  };
+  if constexpr (kVec > 1) {
+    // Short rows: several rows per warp, one pack per lane.
+    if (packs <= 4) return run(Int<1>{}, Int<4>{});
+    if (packs <= 8) return run(Int<1>{}, Int<8>{});
+    if (packs <= 16) return run(Int<1>{}, Int<16>{});
+  }
+  if (packs <= 32) return run(Int<1>{}, Int<32>{});
+  if (packs <= 64) return run(Int<2>{}, Int<32>{});
+  if (packs <= 128) return run(Int<4>{}, Int<32>{});
+  return run(Int<8>{}, Int<32>{});
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
+                  const at::TensorOptions& opts) {
+  const int64_t target_blocks = static_cast<int64_t>(props().multiProcessorCount) * kBlocksPerSM;
+  SplitArgs s{1, g.cols};
+  s.splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, g.rows), ceil_div(g.cols, kMinSplitChunk)));
+  s.chunk = ceil_div(ceil_div(g.cols, s.splits), 64) * 64;  // whole packs per segment
+  s.splits = ceil_div(g.cols, s.chunk);
+  at::Tensor partial = at::empty({g.rows * s.splits * static_cast<int64_t>(sizeof(RowPartial<Acc>))}, opts.dtype(at::kByte));
+  auto* pp = reinterpret_cast<RowPartial<Acc>*>(partial.mutable_data_ptr());
+  const int64_t grid = grid_for(g.rows * s.splits);
+  row_norm_partial_kernel<In, Acc, Policy, kVec><<<grid, kBlock * 2, 0, stream>>>(x, pp, g, s);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  row_norm_apply_kernel<In, Out, Acc, Policy, kVec><<<grid, kBlock * 2, 0, stream>>>(x, y, pp, g, s, policy);
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
+                const at::TensorOptions& opts) {
+  const int64_t packs = ceil_div(g.cols, kVec);
+  const int64_t smem = g.cols * static_cast<int64_t>(sizeof(In));
+  const int64_t smem_limit = static_cast<int64_t>(props().sharedMemPerBlockOptin) - 1024;  // room for block_all_reduce
+  const bool few_rows = g.rows * 2 < props().multiProcessorCount;
+  if (packs <= 32 * kMaxWarpPacks) {
+    launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (smem <= smem_limit && !(few_rows && g.cols >= 2 * kMinSplitChunk)) {
+    auto kernel = row_norm_block_kernel<In, Out, Acc, Policy, kVec>;
+    if (smem > 48 * 1024) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    }
+    // About four packs per thread, 128 to 1024 threads.
+    int block = 128;
+    while (block < 1024 && block * 4 < packs) block *= 2;
+    kernel<<<grid_for(g.rows), block, smem, stream>>>(x, y, g, policy);
+  } else {
+    launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename In, typename Out, typename Acc, typename Policy>
+void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y, const Policy& policy) {
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const In* xp = static_cast<const In*>(x.const_data_ptr());
+  Out* yp = static_cast<Out*>(y.data_ptr());  // y may be x (in-place ReduceScale)
+  constexpr int kVec = std::min(kMaxVec<In>, kMaxVec<Out>);
+  const bool vectorize = g.cols % kVec == 0 && g.x_row_stride % kVec == 0 && g.y_row_stride % kVec == 0 &&
+                         is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
+  if (vectorize) launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
+  else launch_vec<In, Out, Acc, Policy, 1>(xp, yp, g, policy, stream, x.options());
+}
+
+}  // namespace
+}  // namespace cuda
+
+void softmax_rows_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  dispatch_in_out("softmax_cuda", x.scalar_type(), y.scalar_type(), [&](auto in_tag, auto out_tag) {
+    using In = typename decltype(in_tag)::type;
+    using Out = typename decltype(out_tag)::type;
+    using Acc = at::opmath_type<In>;
+    cuda::launch_row_norm<In, Out, Acc>(x, g, y, cuda::SoftmaxPolicy<Acc>{});
+  });
+}
+
+void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::Tensor& y) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  dispatch_in_out("softmax_cuda", x.scalar_type(), y.scalar_type(), [&](auto in_tag, auto out_tag) {
+    using In = typename decltype(in_tag)::type;
+    using Out = typename decltype(out_tag)::type;
+    using Acc = at::opmath_type<In>;
+    const int64_t columns = g.outer * g.inner;
+    cuda::softmax_inner_kernel<In, Out, Acc><<<cuda::grid_for(cuda::ceil_div(columns, cuda::kBlock)), cuda::kBlock, 0, stream>>>(
+        x.const_data_ptr<In>(), y.mutable_data_ptr<Out>(), g);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+void reduce_scale_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y,
+                       const at::Tensor& scale, double eps) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "reduce_scale_cuda", [&] {
+    using Acc = at::opmath_type<scalar_t>;
+    const cuda::ReduceScalePolicy<Acc> policy{static_cast<Acc>(eps), scale.mutable_data_ptr<Acc>()};
+    cuda::launch_row_norm<scalar_t, scalar_t, Acc>(x, g, y, policy);
+  });
+}
+
+}  // namespace reduce_ops

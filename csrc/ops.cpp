@@ -1,0 +1,353 @@
+// Operator schemas and the binding layer: argument checks, dim resolution, output allocation,
+// and the reduction of every input to one of the canonical views of ops.h. Backends (cpu/,
+// cuda/) only see those views.
+#include <Python.h>
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include "ops.h"
+
+namespace reduce_ops {
+namespace {
+
+bool is_supported(at::ScalarType t) {
+  return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
+}
+
+void check_dtype(const char* op, at::ScalarType t) {
+  TORCH_CHECK(is_supported(t), "reduce_ops.", op, ": unsupported dtype ", t,
+              "; expected float16, bfloat16, float32 or float64");
+}
+
+void check_input(const char* op, const at::Tensor& x) {
+  TORCH_CHECK(x.defined(), "reduce_ops.", op, ": input tensor is undefined");
+  check_dtype(op, x.scalar_type());
+  TORCH_CHECK(x.device().is_cpu() || x.device().is_cuda(), "reduce_ops.", op,
+              ": unsupported device ", x.device());
+  TORCH_CHECK(!x.is_sparse(), "reduce_ops.", op, ": sparse tensors are not supported");
+}
+
+int64_t wrap_dim(const char* op, int64_t d, int64_t ndim) {
+  const int64_t rank = std::max<int64_t>(ndim, 1);
+  TORCH_CHECK_INDEX(d >= -rank && d < rank, "reduce_ops.", op, ": dim ", d,
+                    " out of range for a tensor of ", ndim, " dims (expected to be in range of [",
+                    -rank, ", ", rank - 1, "])");
+  return d < 0 ? d + rank : d;
+}
+
+// Which dims are reduced. None and an empty list both mean every dim, as in torch.
+std::vector<bool> reduced_dims(const char* op, const at::Tensor& x, at::OptionalIntArrayRef dim) {
+  const int64_t ndim = x.dim();
+  std::vector<bool> mask(ndim, false);
+  if (!dim.has_value() || dim->empty()) {
+    std::fill(mask.begin(), mask.end(), true);
+    return mask;
+  }
+  std::vector<bool> seen(std::max<int64_t>(ndim, 1), false);
+  for (int64_t d : *dim) {
+    const int64_t w = wrap_dim(op, d, ndim);
+    TORCH_CHECK(!seen[w], "reduce_ops.", op, ": dim ", w, " appears multiple times in the list of dims");
+    seen[w] = true;
+    if (w < ndim) mask[w] = true;  // a 0-d tensor accepts dim 0 / -1 and reduces nothing
+  }
+  return mask;
+}
+
+struct StridedDim {
+  int64_t size, stride;
+};
+
+// Merges neighbours (outer first) that address memory as one dim: a.stride == b.stride * b.size.
+std::vector<StridedDim> merge_dims(const std::vector<StridedDim>& dims) {
+  std::vector<StridedDim> merged;
+  for (const StridedDim& d : dims) {
+    if (!merged.empty() && merged.back().stride == d.stride * d.size) {
+      merged.back() = {merged.back().size * d.size, d.stride};
+    } else {
+      merged.push_back(d);
+    }
+  }
+  return merged;
+}
+
+// The (outer, reduced, inner) view of x, or nullopt when the strides need more than one reduced
+// and two kept dims. Kept dims keep their order (the output is laid out in it); reduced dims may
+// be visited in any order, so they are sorted by stride first.
+std::optional<ReduceGeometry> reduce_geometry(const at::Tensor& x, const std::vector<bool>& mask) {
+  std::vector<StridedDim> kept, reduced;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (x.size(i) == 1) continue;
+    (mask[i] ? reduced : kept).push_back({x.size(i), x.stride(i)});
+  }
+  std::stable_sort(reduced.begin(), reduced.end(),
+                   [](const StridedDim& a, const StridedDim& b) { return a.stride > b.stride; });
+  reduced = merge_dims(reduced);
+  kept = merge_dims(kept);
+  if (reduced.size() > 1 || kept.size() > 2) return std::nullopt;
+
+  ReduceGeometry g;
+  if (!reduced.empty()) {
+    g.reduced = reduced[0].size;
+    g.reduced_stride = reduced[0].stride;
+  }
+  if (kept.size() == 2) {
+    g.outer = kept[0].size;
+    g.outer_stride = kept[0].stride;
+    g.inner = kept[1].size;
+    g.inner_stride = kept[1].stride;
+  } else if (kept.size() == 1) {
+    // One kept dim: reduce along rows when the reduced elements are adjacent, else along
+    // columns when the kept ones are (coalesced loads either way).
+    const bool rows = g.reduced_stride == 1 || kept[0].stride != 1;
+    (rows ? g.outer : g.inner) = kept[0].size;
+    (rows ? g.outer_stride : g.inner_stride) = kept[0].stride;
+  }
+  return g;
+}
+
+// Row view (rows of `cols` contiguous elements along the last dim) of x, or nullopt.
+std::optional<RowGeometry> row_geometry(const at::Tensor& x) {
+  RowGeometry g;
+  g.cols = x.dim() == 0 ? 1 : x.size(-1);
+  g.rows = g.cols == 0 ? 0 : x.numel() / g.cols;
+  if (x.dim() > 0 && g.cols > 1 && x.stride(-1) != 1) return std::nullopt;
+  std::vector<StridedDim> kept;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) {
+    if (x.size(i) != 1) kept.push_back({x.size(i), x.stride(i)});
+  }
+  kept = merge_dims(kept);
+  if (kept.size() > 1) return std::nullopt;
+  g.x_row_stride = kept.empty() ? g.cols : kept[0].stride;
+  g.y_row_stride = g.cols;
+  return g;
+}
+
+bool is_cuda(const at::Tensor& x) { return x.device().is_cuda(); }
+
+[[noreturn]] void no_cuda(const char* op) {
+  TORCH_CHECK(false, "reduce_ops.", op, ": this build of reduce_ops has no CUDA kernels; "
+              "rebuild it where nvcc matches torch's CUDA version (see README)");
+}
+
+void run_reduce(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, ReduceKind k) {
+  if (is_cuda(x)) {
+#ifdef REDUCE_OPS_WITH_CUDA
+    reduce_cuda(x, g, out, k);
+#else
+    no_cuda(k == ReduceKind::kSum ? "sum" : "amax");
+#endif
+  } else {
+    reduce_cpu(x, g, out, k);
+  }
+}
+
+at::Tensor reduce_impl(const char* op, const at::Tensor& x, at::OptionalIntArrayRef dim,
+                       bool keepdim, at::ScalarType out_dtype, ReduceKind kind) {
+  const std::vector<bool> mask = reduced_dims(op, x, dim);
+  if (kind == ReduceKind::kMax && x.numel() == 0) {
+    // torch: RuntimeError when no dim is named, IndexError for a named dim of size 0.
+    TORCH_CHECK(dim.has_value() && !dim->empty(), "reduce_ops.", op,
+                ": cannot reduce an empty tensor over every dim; name the dims to reduce");
+    for (int64_t i = 0; i < x.dim(); ++i) {
+      TORCH_CHECK_INDEX(!mask[i] || x.size(i) != 0, "reduce_ops.", op,
+                        ": cannot reduce over dim ", i, " of size 0");
+    }
+  }
+  std::vector<int64_t> out_shape;
+  int64_t reduced_numel = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (mask[i]) {
+      reduced_numel *= x.size(i);
+      if (keepdim) out_shape.push_back(1);
+    } else {
+      out_shape.push_back(x.size(i));
+    }
+  }
+  at::Tensor out = at::empty(out_shape, x.options().dtype(out_dtype));
+  if (out.numel() == 0) return out;
+  if (reduced_numel == 0) return out.zero_();  // a sum of nothing (amax raised above)
+
+  // The kernels convert in-register from x's dtype to its accumulate type, and to float32
+  // for a half/bfloat16 sum asked for in float32. Any other dtype= converts first, as torch.
+  at::Tensor input = x;
+  const bool widen_in_kernel = out_dtype == x.scalar_type() ||
+      (out_dtype == at::kFloat && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16));
+  if (!widen_in_kernel) input = x.to(out_dtype);
+
+  std::optional<ReduceGeometry> g = reduce_geometry(input, mask);
+  if (!g) {
+    // Strides that fit no single view: one copy with the reduced dims innermost, then rows.
+    std::vector<int64_t> order;
+    for (int64_t i = 0; i < input.dim(); ++i) if (!mask[i]) order.push_back(i);
+    for (int64_t i = 0; i < input.dim(); ++i) if (mask[i]) order.push_back(i);
+    input = input.permute(order).contiguous();
+    std::vector<bool> permuted_mask(input.dim(), false);
+    for (int64_t i = input.dim() - static_cast<int64_t>(std::count(mask.begin(), mask.end(), true));
+         i < input.dim(); ++i) {
+      permuted_mask[i] = true;
+    }
+    g = reduce_geometry(input, permuted_mask);
+    TORCH_INTERNAL_ASSERT(g.has_value(), "reduce_ops.", op, ": contiguous input has no view");
+  }
+  run_reduce(input, *g, out, kind);
+  return out;
+}
+
+at::Tensor sum_op(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  check_input("sum", x);
+  const at::ScalarType out_dtype = dtype.value_or(x.scalar_type());
+  check_dtype("sum", out_dtype);
+  return reduce_impl("sum", x, dim, keepdim, out_dtype, ReduceKind::kSum);
+}
+
+at::Tensor amax_op(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim) {
+  check_input("amax", x);
+  return reduce_impl("amax", x, dim, keepdim, x.scalar_type(), ReduceKind::kMax);
+}
+
+at::Tensor softmax_op(const at::Tensor& x_in, int64_t dim, std::optional<at::ScalarType> dtype) {
+  check_input("softmax", x_in);
+  const at::ScalarType out_dtype = dtype.value_or(x_in.scalar_type());
+  check_dtype("softmax", out_dtype);
+  const int64_t d = wrap_dim("softmax", dim, x_in.dim());
+  // As for sum: half/bfloat16 -> float32 widens in-kernel; other dtype= converts first.
+  const bool widen_in_kernel = out_dtype == x_in.scalar_type() ||
+      (out_dtype == at::kFloat && (x_in.scalar_type() == at::kHalf || x_in.scalar_type() == at::kBFloat16));
+  at::Tensor x = widen_in_kernel ? x_in : x_in.to(out_dtype);
+  at::Tensor y = at::empty(x.sizes(), x.options().dtype(out_dtype));
+  if (y.numel() == 0) return y;
+
+  int64_t inner = 1;
+  for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  const bool cuda = is_cuda(x);
+  if (inner == 1) {
+    while (x.dim() > d + 1) x = x.squeeze(-1);  // trailing size-1 dims: the rows end at dim d
+    std::optional<RowGeometry> g = row_geometry(x);
+    if (!g) {
+      x = x.contiguous();  // rows whose elements are not adjacent: one copy
+      g = row_geometry(x);
+    }
+#ifdef REDUCE_OPS_WITH_CUDA
+    if (cuda) { softmax_rows_cuda(x, *g, y); return y; }
+#endif
+    if (cuda) no_cuda("softmax");
+    softmax_rows_cpu(x, *g, y);
+    return y;
+  }
+  x = x.contiguous();  // the inner-dim kernels read a dense (outer, cols, inner) block
+  InnerGeometry g{x.numel() / (x.size(d) * inner), x.size(d), inner};
+#ifdef REDUCE_OPS_WITH_CUDA
+  if (cuda) { softmax_inner_cuda(x, g, y); return y; }
+#endif
+  if (cuda) no_cuda("softmax");
+  softmax_inner_cpu(x, g, y);
+  return y;
+}
+
+std::vector<int64_t> scale_shape(const at::Tensor& x) {
+  if (x.dim() == 0) return {};  // as x.abs().amax(-1, keepdim=True) on a 0-d tensor
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = 1;
+  return shape;
+}
+
+void check_rows(const char* op, const at::Tensor& x) {
+  TORCH_CHECK_INDEX(x.dim() == 0 || x.size(-1) != 0, "reduce_ops.", op,
+                    ": rows (the last dim) have length 0; their absmax is undefined");
+}
+
+void run_reduce_scale(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y,
+                      const at::Tensor& scale, double eps) {
+  if (is_cuda(x)) {
+#ifdef REDUCE_OPS_WITH_CUDA
+    reduce_scale_cuda(x, g, y, scale, eps);
+#else
+    no_cuda("reduce_scale");
+#endif
+  } else {
+    reduce_scale_cpu(x, g, y, scale, eps);
+  }
+}
+
+at::ScalarType scale_dtype(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+std::tuple<at::Tensor, at::Tensor> reduce_scale_op(const at::Tensor& x_in, double eps) {
+  check_input("reduce_scale", x_in);
+  check_rows("reduce_scale", x_in);
+  at::Tensor scale = at::empty(scale_shape(x_in), x_in.options().dtype(scale_dtype(x_in)));
+  at::Tensor y = at::empty(x_in.sizes(), x_in.options());
+  if (y.numel() == 0) return {y, scale};
+  at::Tensor x = x_in;
+  std::optional<RowGeometry> g = row_geometry(x);
+  if (!g) {
+    x = x.contiguous();  // rows whose elements are not adjacent: one copy
+    g = row_geometry(x);
+  }
+  run_reduce_scale(x, *g, y, scale, eps);
+  return {y, scale};
+}
+
+at::Tensor reduce_scale_inplace_op(at::Tensor& x, double eps) {
+  check_input("reduce_scale_", x);
+  check_rows("reduce_scale_", x);
+  at::Tensor scale = at::empty(scale_shape(x), x.options().dtype(scale_dtype(x)));
+  if (x.numel() == 0) return scale;
+  std::optional<RowGeometry> g = row_geometry(x);
+  if (g) {
+    g->y_row_stride = g->x_row_stride;  // rows are read and written in place
+    run_reduce_scale(x, *g, x, scale, eps);
+    return scale;
+  }
+  // Rows whose elements are not adjacent: scale a dense copy in place, then write it back.
+  at::Tensor dense = x.contiguous();
+  RowGeometry dense_g = *row_geometry(dense);
+  run_reduce_scale(dense, dense_g, dense, scale, eps);
+  x.copy_(dense);
+  return scale;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(reduce_ops, m) {
+  m.def("sum(Tensor x, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor");
+  m.def("amax(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor");
+  m.def("softmax(Tensor x, int dim=-1, *, ScalarType? dtype=None) -> Tensor");
+  m.def("reduce_scale(Tensor x, *, float eps=0.0) -> (Tensor, Tensor)");
+  m.def("reduce_scale_(Tensor(a!) x, *, float eps=0.0) -> Tensor");
+}
+
+// One binding serves both backends: it routes to the CPU or CUDA kernels by device.
+TORCH_LIBRARY_IMPL(reduce_ops, CPU, m) {
+  m.impl("sum", &sum_op);
+  m.impl("amax", &amax_op);
+  m.impl("softmax", &softmax_op);
+  m.impl("reduce_scale", &reduce_scale_op);
+  m.impl("reduce_scale_", &reduce_scale_inplace_op);
+}
+
+#ifdef REDUCE_OPS_WITH_CUDA
+TORCH_LIBRARY_IMPL(reduce_ops, CUDA, m) {
+  m.impl("sum", &sum_op);
+  m.impl("amax", &amax_op);
+  m.impl("softmax", &softmax_op);
+  m.impl("reduce_scale", &reduce_scale_op);
+  m.impl("reduce_scale_", &reduce_scale_inplace_op);
+}
+#endif
+
+}  // namespace reduce_ops
+
+// The extension is a Python module only so that `import reduce_ops._C` loads the library and
+// runs its TORCH_LIBRARY registrations; it defines no Python functions.
+extern "C" PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}

@@ -1,0 +1,83 @@
+"""Build of reduce_ops._C: C++ kernels always, CUDA kernels whenever nvcc and a CUDA torch agree.
+
+No GPU is needed to build the CUDA code. Environment knobs:
+  TORCH_CUDA_ARCH_LIST     GPU targets (default "8.0;9.0;10.0;12.0+PTX")
+  MAX_JOBS                 parallel compile jobs (ninja)
+  REDUCE_OPS_FORCE_CPU=1   skip the CUDA kernels
+  REDUCE_OPS_REQUIRE_CUDA=1  fail instead of falling back to a CPU-only build (CI uses it)
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+from setuptools import setup
+import torch
+from torch.utils import cpp_extension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _nvcc_version():
+    home = cpp_extension.CUDA_HOME
+    if home is None:
+        return None
+    nvcc = os.path.join(home, "bin", "nvcc")
+    try:
+        out = subprocess.check_output([nvcc, "--version"], text=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    match = re.search(r"release (\d+)\.(\d+)", out)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _cuda_build_reason():
+    """None when the CUDA kernels can be built, else why not."""
+    if os.environ.get("REDUCE_OPS_FORCE_CPU") == "1":
+        return "REDUCE_OPS_FORCE_CPU=1"
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build"
+    nvcc = _nvcc_version()
+    if nvcc is None:
+        return "nvcc was not found (set CUDA_HOME)"
+    torch_major = int(torch.version.cuda.split(".")[0])
+    if nvcc[0] != torch_major:
+        return (f"nvcc {nvcc[0]}.{nvcc[1]} and torch's CUDA {torch.version.cuda} differ in major "
+                "version; install the torch build that matches nvcc (see README)")
+    return None
+
+
+def _extension():
+    sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
+    cxx_flags = ["-O3", "-std=c++20"]
+    reason = _cuda_build_reason()
+    if reason is None:
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0;10.0;12.0+PTX")
+        print(f"reduce_ops: building CUDA kernels for TORCH_CUDA_ARCH_LIST="
+              f"{os.environ['TORCH_CUDA_ARCH_LIST']}", file=sys.stderr)
+        sources += sorted(glob.glob("csrc/cuda/*.cu"))
+        nvcc_flags = ["-O3", "-std=c++20", "--expt-relaxed-constexpr", "-lineinfo",
+                      "-DREDUCE_OPS_WITH_CUDA"]
+        return cpp_extension.CUDAExtension(
+            "reduce_ops._C", sources,
+            include_dirs=[os.path.join(ROOT, "csrc")],
+            define_macros=[("REDUCE_OPS_WITH_CUDA", None)],
+            extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
+            py_limited_api=True)
+    if os.environ.get("REDUCE_OPS_REQUIRE_CUDA") == "1":
+        raise RuntimeError(f"reduce_ops: REDUCE_OPS_REQUIRE_CUDA=1 but the CUDA kernels cannot be "
+                           f"built: {reason}")
+    print(f"reduce_ops: building the CPU kernels only: {reason}", file=sys.stderr)
+    return cpp_extension.CppExtension(
+        "reduce_ops._C", sources,
+        include_dirs=[os.path.join(ROOT, "csrc")],
+        extra_compile_args={"cxx": cxx_flags},
+        py_limited_api=True)
+
+
+setup(
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},
+    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+)
