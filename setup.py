@@ -13,10 +13,47 @@ import subprocess
 import sys
 
 from setuptools import setup
-import torch
-from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _locate_cuda_home():
+    """Point CUDA_HOME at a full toolkit before torch guesses it.
+
+    torch derives CUDA_HOME from the directory of `nvcc` on PATH; where nvcc is a wrapper
+    script (/usr/local/bin/nvcc), that guess lacks the toolkit's include/ and lib64/.
+    """
+    if os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"):
+        return
+    for home in ["/usr/local/cuda"] + sorted(glob.glob("/usr/local/cuda-*"), reverse=True):
+        if os.path.exists(os.path.join(home, "bin", "nvcc")) and \
+                os.path.exists(os.path.join(home, "include", "cuda_runtime.h")):
+            os.environ["CUDA_HOME"] = home
+            return
+
+
+_locate_cuda_home()
+
+import torch  # noqa: E402
+from torch.utils import cpp_extension  # noqa: E402
+
+
+def _cuda_library_includes():
+    """Header folders of the CUDA libraries torch's headers include (cuBLAS, cuSPARSE, ...).
+
+    A compiler-only toolkit lacks them; the nvidia-* wheels that come with a CUDA build of
+    torch carry them (site-packages/nvidia/cu13/include, or nvidia/<lib>/include before CUDA 13).
+    """
+    home = cpp_extension.CUDA_HOME or ""
+    if os.path.exists(os.path.join(home, "include", "cusparse.h")):
+        return []
+    found = []
+    for path in sys.path:
+        for inc in sorted(glob.glob(os.path.join(path, "nvidia", "*", "include"))):
+            if inc not in found and (glob.glob(os.path.join(inc, "cusparse*.h")) or
+                                     glob.glob(os.path.join(inc, "cublas*.h"))):
+                found.append(inc)
+    return found
 
 
 def _nvcc_version():
@@ -61,7 +98,7 @@ def _extension():
                       "-DREDUCE_OPS_WITH_CUDA"]
         return cpp_extension.CUDAExtension(
             "reduce_ops._C", sources,
-            include_dirs=[os.path.join(ROOT, "csrc")],
+            include_dirs=[os.path.join(ROOT, "csrc")] + _cuda_library_includes(),
             define_macros=[("REDUCE_OPS_WITH_CUDA", None)],
             extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
             py_limited_api=True)

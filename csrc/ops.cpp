@@ -314,6 +314,36 @@ at::Tensor reduce_scale_inplace_op(at::Tensor& x, double eps) {
   return scale;
 }
 
+at::Tensor softmax_backward_op(const at::Tensor& grad_in, const at::Tensor& out_in, int64_t dim) {
+  check_input("softmax_backward", grad_in);
+  check_input("softmax_backward", out_in);
+  TORCH_CHECK(grad_in.sizes() == out_in.sizes(), "reduce_ops.softmax_backward: grad of shape ",
+              grad_in.sizes(), " and out of shape ", out_in.sizes(), " differ");
+  TORCH_CHECK(grad_in.scalar_type() == out_in.scalar_type(), "reduce_ops.softmax_backward: grad (",
+              grad_in.scalar_type(), ") and out (", out_in.scalar_type(), ") differ in dtype");
+  TORCH_CHECK(grad_in.device() == out_in.device(), "reduce_ops.softmax_backward: grad on ",
+              grad_in.device(), " and out on ", out_in.device());
+  const int64_t d = wrap_dim("softmax_backward", dim, grad_in.dim());
+  // The kernels read dense (outer, cols, inner) blocks; a non-contiguous operand is copied once.
+  const at::Tensor grad = grad_in.contiguous(), out = out_in.contiguous();
+  at::Tensor grad_x = at::empty(grad.sizes(), grad.options());
+  if (grad_x.numel() == 0) return grad_x;
+  int64_t inner = 1;
+  for (int64_t i = d + 1; i < grad.dim(); ++i) inner *= grad.size(i);
+  const int64_t cols = grad.dim() == 0 ? 1 : grad.size(d);
+  const InnerGeometry g{grad.numel() / (cols * inner), cols, inner};
+  if (is_cuda(grad)) {
+#ifdef REDUCE_OPS_WITH_CUDA
+    softmax_backward_cuda(grad, out, g, grad_x);
+#else
+    no_cuda("softmax_backward");
+#endif
+  } else {
+    softmax_backward_cpu(grad, out, g, grad_x);
+  }
+  return grad_x;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(reduce_ops, m) {
@@ -322,6 +352,7 @@ TORCH_LIBRARY(reduce_ops, m) {
   m.def("softmax(Tensor x, int dim=-1, *, ScalarType? dtype=None) -> Tensor");
   m.def("reduce_scale(Tensor x, *, float eps=0.0) -> (Tensor, Tensor)");
   m.def("reduce_scale_(Tensor(a!) x, *, float eps=0.0) -> Tensor");
+  m.def("softmax_backward(Tensor grad, Tensor out, int dim) -> Tensor");
 }
 
 // One binding serves both backends: it routes to the CPU or CUDA kernels by device.
@@ -331,6 +362,7 @@ TORCH_LIBRARY_IMPL(reduce_ops, CPU, m) {
   m.impl("softmax", &softmax_op);
   m.impl("reduce_scale", &reduce_scale_op);
   m.impl("reduce_scale_", &reduce_scale_inplace_op);
+  m.impl("softmax_backward", &softmax_backward_op);
 }
 
 #ifdef REDUCE_OPS_WITH_CUDA
@@ -340,6 +372,7 @@ TORCH_LIBRARY_IMPL(reduce_ops, CUDA, m) {
   m.impl("softmax", &softmax_op);
   m.impl("reduce_scale", &reduce_scale_op);
   m.impl("reduce_scale_", &reduce_scale_inplace_op);
+  m.impl("softmax_backward", &softmax_backward_op);
 }
 #endif
 

@@ -39,6 +39,10 @@ void softmax_inner_cpu(const at::Tensor& x, const InnerGeometry& g, const at::Te
 // y may alias x (the in-place op); scale is contiguous with `rows` elements.
 void reduce_scale_cpu(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y,
                       const at::Tensor& scale, double eps);
+// grad_x = out * (grad - sum(grad * out, dim)) on contiguous (outer, cols, inner) tensors of one
+// dtype; inner == 1 means rows.
+void softmax_backward_cpu(const at::Tensor& grad, const at::Tensor& out, const InnerGeometry& g,
+                          const at::Tensor& grad_x);
 
 #ifdef REDUCE_OPS_WITH_CUDA
 void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out,
@@ -47,6 +51,8 @@ void softmax_rows_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tens
 void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::Tensor& y);
 void reduce_scale_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y,
                        const at::Tensor& scale, double eps);
+void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const InnerGeometry& g,
+                           const at::Tensor& grad_x);
 #endif
 
 }  // namespace reduce_ops

@@ -197,7 +197,39 @@ void reduce_scale_kernel(const T* x, T* y, Acc* scale, const RowGeometry& g, Acc
   });
 }
 
+template <typename T, typename Acc>
+void softmax_backward_kernel(const T* grad, const T* out, T* gx, const InnerGeometry& g) {
+  const int64_t tiles = ceil_div(g.inner, kColumnTile);
+  at::parallel_for(0, g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
+    Acc dot[kColumnTile];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o = t / tiles, i0 = (t % tiles) * kColumnTile;
+      const int64_t width = std::min(kColumnTile, g.inner - i0);
+      const int64_t base = o * g.cols * g.inner + i0;
+      std::fill(dot, dot + width, Acc(0));
+      for (int64_t c = 0; c < g.cols; ++c)
+        for (int64_t i = 0; i < width; ++i) {
+          const int64_t k = base + c * g.inner + i;
+          dot[i] += static_cast<Acc>(grad[k]) * static_cast<Acc>(out[k]);
+        }
+      for (int64_t c = 0; c < g.cols; ++c)
+        for (int64_t i = 0; i < width; ++i) {
+          const int64_t k = base + c * g.inner + i;
+          gx[k] = static_cast<T>(static_cast<Acc>(out[k]) * (static_cast<Acc>(grad[k]) - dot[i]));
+        }
+    }
+  });
+}
+
 }  // namespace
+
+void softmax_backward_cpu(const at::Tensor& grad, const at::Tensor& out, const InnerGeometry& g,
+                          const at::Tensor& grad_x) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "softmax_backward_cpu", [&] {
+    softmax_backward_kernel<scalar_t, at::opmath_type<scalar_t>>(
+        grad.const_data_ptr<scalar_t>(), out.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>(), g);
+  });
+}
 
 void reduce_cpu(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out,
                 ReduceKind kind) {

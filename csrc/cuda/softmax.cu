@@ -10,6 +10,7 @@
 
 #include "common/dispatch.h"
 #include "cuda/row_norm.cuh"
+#include "cuda/softmax_backward.cuh"
 #include "ops.h"
 
 namespace reduce_ops {
@@ -106,8 +107,74 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   else launch_vec<In, Out, Acc, Policy, 1>(xp, yp, g, policy, stream, x.options());
 }
 
+template <typename T, typename Acc, int kVec>
+void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows& r, cudaStream_t stream,
+                          const at::TensorOptions& opts) {
+  const int64_t packs = ceil_div(r.cols, kVec);
+  const int64_t smem = 2 * r.cols * static_cast<int64_t>(sizeof(T));
+  const int64_t smem_limit = static_cast<int64_t>(props().sharedMemPerBlockOptin) - 1024;
+  const bool few_rows = r.rows * 2 < props().multiProcessorCount;
+  auto warp = [&](auto packs_tag, auto width_tag) {
+    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
+    softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth>
+        <<<grid_for(ceil_div(r.rows, kBlock / kWidth)), kBlock, 0, stream>>>(grad, out, gx, r);
+  };
+  if (kVec > 1 && packs <= 8) warp(Int<1>{}, Int<8>{});
+  else if (packs <= 32) warp(Int<1>{}, Int<32>{});
+  else if (packs <= 64) warp(Int<2>{}, Int<32>{});
+  else if (packs <= 128) warp(Int<4>{}, Int<32>{});
+  else if (smem <= smem_limit && !(few_rows && r.cols >= 2 * kMinSplitChunk)) {
+    auto kernel = softmax_backward_block_kernel<T, Acc, kVec>;
+    if (smem > 48 * 1024) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    }
+    int block = 128;
+    while (block < 1024 && block * 4 < packs) block *= 2;
+    kernel<<<grid_for(r.rows), block, smem, stream>>>(grad, out, gx, r);
+  } else {
+    const int64_t target_blocks = static_cast<int64_t>(props().multiProcessorCount) * kBlocksPerSM;
+    SplitArgs s{1, r.cols};
+    s.splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, r.rows), ceil_div(r.cols, kMinSplitChunk)));
+    s.chunk = ceil_div(ceil_div(r.cols, s.splits), 64) * 64;
+    s.splits = ceil_div(r.cols, s.chunk);
+    at::Tensor partial = at::empty({r.rows * s.splits}, opts.dtype(c10::CppTypeToScalarType<Acc>::value));
+    Acc* pp = partial.mutable_data_ptr<Acc>();
+    const int64_t grid = grid_for(r.rows * s.splits);
+    softmax_backward_partial_kernel<T, Acc, kVec><<<grid, kBlock * 2, 0, stream>>>(grad, out, pp, r, s);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    softmax_backward_apply_kernel<T, Acc, kVec><<<grid, kBlock * 2, 0, stream>>>(grad, out, gx, pp, r, s);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 }  // namespace
 }  // namespace cuda
+
+void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const InnerGeometry& g,
+                           const at::Tensor& grad_x) {
+  const c10::cuda::CUDAGuard guard(grad.device());
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "softmax_backward_cuda", [&] {
+    using T = scalar_t;
+    using Acc = at::opmath_type<T>;
+    const T* gp = grad.const_data_ptr<T>();
+    const T* yp = out.const_data_ptr<T>();
+    T* xp = grad_x.mutable_data_ptr<T>();
+    if (g.inner > 1) {
+      const int64_t columns = g.outer * g.inner;
+      cuda::softmax_backward_inner_kernel<T, Acc>
+          <<<cuda::grid_for(cuda::ceil_div(columns, cuda::kBlock)), cuda::kBlock, 0, stream>>>(gp, yp, xp, g);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+    const cuda::BackwardRows r{g.outer, g.cols};
+    constexpr int kVec = cuda::kMaxVec<T>;
+    const bool vectorize = r.cols % kVec == 0 && cuda::is_aligned(gp, 16) && cuda::is_aligned(yp, 16) &&
+                           cuda::is_aligned(xp, 16);
+    if (vectorize) cuda::launch_backward_rows<T, Acc, kVec>(gp, yp, xp, r, stream, grad.options());
+    else cuda::launch_backward_rows<T, Acc, 1>(gp, yp, xp, r, stream, grad.options());
+  });
+}
 
 void softmax_rows_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y) {
   const c10::cuda::CUDAGuard guard(x.device());

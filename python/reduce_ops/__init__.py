@@ -6,9 +6,10 @@ with CPU and CUDA kernels and a fake implementation for ``torch.compile``.
 import torch  # noqa: F401  (loads libtorch before our library)
 
 from . import _C  # noqa: F401  (registers the operators)
-from .ops import amax, reduce_scale, reduce_scale_, softmax, sum  # noqa: A004
+from .ops import amax, reduce_scale, reduce_scale_, softmax, softmax_backward, sum  # noqa: A004
 
-__all__ = ["sum", "amax", "softmax", "reduce_scale", "reduce_scale_", "has_cuda_kernels"]
+__all__ = ["sum", "amax", "softmax", "softmax_backward", "reduce_scale", "reduce_scale_",
+           "has_cuda_kernels"]
 __version__ = "0.1.0"
 
 

@@ -160,3 +160,132 @@ def _reduce_scale_inplace_fake(x, *, eps=0.0):
     _check_dtype("reduce_scale_", x.dtype)
     _check_rows_nonempty("reduce_scale_", x)
     return x.new_empty(_scale_shape(x), dtype=_scale_dtype(x))
+
+
+@torch.library.register_fake("reduce_ops::softmax_backward")
+def _softmax_backward_fake(grad, out, dim):
+    _check_dtype("softmax_backward", grad.dtype)
+    if grad.shape != out.shape or grad.dtype != out.dtype:
+        raise RuntimeError("reduce_ops.softmax_backward: grad and out differ in shape or dtype")
+    _wrap_dim("softmax_backward", dim, grad.dim())
+    return grad.new_empty(grad.shape)
+
+
+def softmax_backward(grad: torch.Tensor, out: torch.Tensor, dim: int) -> torch.Tensor:
+    """Gradient of softmax: ``out * (grad - (grad * out).sum(dim, keepdim=True))``.
+
+    ``out`` is the softmax output; both tensors share shape and dtype.
+    """
+    return _ops.softmax_backward(grad, out, dim)
+
+
+# ---------------------------------------------------------------------------------------------
+# Autograd. Each backward is written with differentiable torch ops (and softmax_backward, which
+# has a backward of its own), so double backward works too.
+
+def _restore_reduced(grad: torch.Tensor, ctx) -> torch.Tensor:
+    """grad with the reduced dims put back as size 1 (a keepdim=False result lost them)."""
+    if not ctx.keepdim:
+        for d in sorted(ctx.dims):
+            grad = grad.unsqueeze(d)
+    return grad
+
+
+def _reduce_setup(ctx, inputs, output):
+    x, dim, keepdim = inputs[0], inputs[1], inputs[2]
+    ctx.dims = _reduced_dims("sum", x, dim)
+    ctx.keepdim = keepdim
+    ctx.shape = x.shape
+    ctx.dtype = x.dtype
+
+
+def _sum_setup(ctx, inputs, keyword_only_inputs, output):
+    _reduce_setup(ctx, inputs, output)
+
+
+def _sum_backward(ctx, grad):
+    # d sum / dx = 1: the gradient broadcast back over the reduced dims.
+    return _restore_reduced(grad, ctx).expand(ctx.shape).to(ctx.dtype), None, None
+
+
+def _amax_setup(ctx, inputs, output):
+    _reduce_setup(ctx, inputs, output)
+    ctx.save_for_backward(inputs[0], output)
+
+
+def _amax_backward(ctx, grad):
+    # As torch: the gradient is split evenly among the elements equal to the max.
+    x, out = ctx.saved_tensors
+    tied = (x == _restore_reduced(out, ctx)).to(grad.dtype)
+    count = tied.sum(ctx.dims, keepdim=True) if ctx.dims else tied
+    return _restore_reduced(grad, ctx) * tied / count, None, None
+
+
+def _softmax_setup(ctx, inputs, keyword_only_inputs, output):
+    ctx.dim = inputs[1]
+    ctx.dtype = inputs[0].dtype
+    ctx.save_for_backward(output)
+
+
+def _softmax_backward(ctx, grad):
+    (out,) = ctx.saved_tensors
+    return _ops.softmax_backward(grad.to(out.dtype), out, ctx.dim).to(ctx.dtype), None
+
+
+def _softmax_backward_setup(ctx, inputs, output):
+    grad, out, dim = inputs
+    ctx.dim = dim
+    ctx.save_for_backward(grad, out)
+
+
+def _softmax_backward_backward(ctx, v):
+    # gx = y * (g - <g, y>). Its vector-Jacobian products:
+    #   d/dg: y * (v - <v, y>)                       = softmax_backward(v, y)
+    #   d/dy: v * (g - <g, y>) - g * <v, y>
+    grad, out = ctx.saved_tensors
+    d = ctx.dim
+    grad_grad = _ops.softmax_backward(v, out, d) if ctx.needs_input_grad[0] else None
+    grad_out = None
+    if ctx.needs_input_grad[1]:
+        dot_gy = (grad * out).sum(d, keepdim=True)
+        dot_vy = (v * out).sum(d, keepdim=True)
+        grad_out = v * (grad - dot_gy) - grad * dot_vy
+    return grad_grad, grad_out, None
+
+
+def _reduce_scale_setup(ctx, inputs, keyword_only_inputs, output):
+    ctx.eps = keyword_only_inputs.get("eps", 0.0)
+    ctx.save_for_backward(inputs[0], output[1])
+
+
+def _reduce_scale_backward(ctx, grad_out, grad_scale):
+    # out_i = x_i / s with s = max(a, eps), a = max_j |x_j| over the row (a row with s == 0 has
+    # out = 0, a constant). With g = grad_out and h = grad_scale:
+    #   dL/dx_j = g_j / s + dL/ds * ds/dx_j,   dL/ds = h - sum_i g_i x_i / s^2,
+    #   ds/dx_j = sign(x_j) / (number of ties) if |x_j| = a and a >= eps (clamp_min passes the
+    #             gradient where a >= eps, as torch), else 0.
+    x, scale = ctx.saved_tensors
+    xs = x.to(scale.dtype)
+    zero_row = scale == 0
+    safe = torch.where(zero_row, torch.ones_like(scale), scale)
+    dl_ds = torch.zeros_like(scale) if grad_scale is None else grad_scale
+    grad_x = torch.zeros_like(xs)
+    if grad_out is not None:
+        g = torch.where(zero_row, torch.zeros_like(xs), grad_out.to(scale.dtype))
+        grad_x = g / safe
+        dl_ds = dl_ds - (g * xs).sum(-1, keepdim=True) / (safe * safe)
+    absx = xs.abs()
+    absmax = absx.amax(-1, keepdim=True)
+    at_max = ((absx == absmax) & (absmax >= ctx.eps)).to(xs.dtype)
+    ties = at_max.sum(-1, keepdim=True).clamp_min(1)
+    grad_x = grad_x + at_max * torch.sign(xs) * dl_ds / ties
+    return grad_x.to(x.dtype)
+
+
+torch.library.register_autograd("reduce_ops::sum", _sum_backward, setup_context=_sum_setup)
+torch.library.register_autograd("reduce_ops::amax", _amax_backward, setup_context=_amax_setup)
+torch.library.register_autograd("reduce_ops::softmax", _softmax_backward, setup_context=_softmax_setup)
+torch.library.register_autograd("reduce_ops::softmax_backward", _softmax_backward_backward,
+                                setup_context=_softmax_backward_setup)
+torch.library.register_autograd("reduce_ops::reduce_scale", _reduce_scale_backward,
+                                setup_context=_reduce_scale_setup)

@@ -1,0 +1,160 @@
+// Softmax backward: grad_x = out * (grad - sum(grad * out)) along each row.
+//
+// The same strategies as the forward (row_norm.cuh), with two input rows instead of one:
+//   softmax_backward_warp_kernel   kWidth lanes per row, both rows in registers.
+//   softmax_backward_block_kernel  a block per row, both rows in shared memory.
+//   softmax_backward_partial_kernel + softmax_backward_apply_kernel
+//                                  split rows: partial dot products, then each block combines
+//                                  its row's partials and writes its segment (two reads of
+//                                  each input, one write).
+// Traffic floor: two reads and one write; the first two strategies meet it.
+#pragma once
+
+#include "cuda/row_norm.cuh"
+
+namespace reduce_ops {
+namespace cuda {
+
+// g and y share their row strides: the binding makes both contiguous with the same shape.
+struct BackwardRows {
+  int64_t rows, cols;
+};
+
+template <typename T, typename Acc, int kVec, int kPacks, int kWidth>
+__global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+                                             T* __restrict__ gx, BackwardRows r) {
+  const int lane = threadIdx.x % kWidth;
+  const int64_t groups_per_block = blockDim.x / kWidth;
+  const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
+  for (int64_t row = blockIdx.x * groups_per_block + threadIdx.x / kWidth; row - group_in_warp < r.rows;
+       row += gridDim.x * groups_per_block) {
+    const bool row_ok = row < r.rows;
+    Acc g[kPacks][kVec], y[kPacks][kVec];
+    Acc dot = Acc(0);
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+      if (row_ok && col < r.cols) {
+        T graw[kVec], yraw[kVec];
+        load_pack<T, kVec>(grad + row * r.cols + col, graw);
+        load_pack<T, kVec>(out + row * r.cols + col, yraw);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          g[p][k] = static_cast<Acc>(graw[k]);
+          y[p][k] = static_cast<Acc>(yraw[k]);
+          dot += g[p][k] * y[p][k];
+        }
+      }
+    }
+    dot = warp_all_reduce<kWidth>(dot, SumOp<Acc>());
+    if (!row_ok) continue;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+      if (col < r.cols) {
+        Acc o[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) o[k] = y[p][k] * (g[p][k] - dot);
+        store_pack<T, Acc, kVec>(gx + row * r.cols + col, o);
+      }
+    }
+  }
+}
+
+// Both rows wait in dynamic shared memory: grad in the first cols elements, out in the next.
+template <typename T, typename Acc, int kVec>
+__global__ void softmax_backward_block_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+                                              T* __restrict__ gx, BackwardRows r) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* gbuf = reinterpret_cast<T*>(smem_raw);
+  T* ybuf = gbuf + r.cols;
+  using P = Pack<T, kVec>;
+  const int64_t packs = r.cols / kVec;
+  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
+    Acc dot = Acc(0);
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const P gp = *reinterpret_cast<const P*>(grad + row * r.cols + p * kVec);
+      const P yp = *reinterpret_cast<const P*>(out + row * r.cols + p * kVec);
+      *reinterpret_cast<P*>(gbuf + p * kVec) = gp;
+      *reinterpret_cast<P*>(ybuf + p * kVec) = yp;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) dot += static_cast<Acc>(gp.v[k]) * static_cast<Acc>(yp.v[k]);
+    }
+    dot = block_all_reduce(dot, SumOp<Acc>());
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      Acc o[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        o[k] = static_cast<Acc>(ybuf[p * kVec + k]) * (static_cast<Acc>(gbuf[p * kVec + k]) - dot);
+      }
+      store_pack<T, Acc, kVec>(gx + row * r.cols + p * kVec, o);
+    }
+  }
+}
+
+template <typename T, typename Acc, int kVec>
+__global__ void softmax_backward_partial_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+                                                Acc* __restrict__ partial, BackwardRows r, SplitArgs s) {
+  const int64_t items = r.rows * s.splits;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const int64_t row = w / s.splits, c0 = (w % s.splits) * s.chunk;
+    const int64_t n = (r.cols - c0 < s.chunk) ? r.cols - c0 : s.chunk;
+    const int64_t base = row * r.cols + c0;
+    Acc dot = Acc(0);
+    for (int64_t p = threadIdx.x; p < n / kVec; p += blockDim.x) {
+      T graw[kVec], yraw[kVec];
+      load_pack<T, kVec>(grad + base + p * kVec, graw);
+      load_pack<T, kVec>(out + base + p * kVec, yraw);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) dot += static_cast<Acc>(graw[k]) * static_cast<Acc>(yraw[k]);
+    }
+    dot = block_all_reduce(dot, SumOp<Acc>());
+    if (threadIdx.x == 0) partial[w] = dot;
+  }
+}
+
+template <typename T, typename Acc, int kVec>
+__global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+                                              T* __restrict__ gx, const Acc* __restrict__ partial,
+                                              BackwardRows r, SplitArgs s) {
+  const int64_t items = r.rows * s.splits;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const int64_t row = w / s.splits, c0 = (w % s.splits) * s.chunk;
+    Acc dot = Acc(0);
+    for (int64_t j = threadIdx.x; j < s.splits; j += blockDim.x) dot += partial[row * s.splits + j];
+    dot = block_all_reduce(dot, SumOp<Acc>());
+    const int64_t n = (r.cols - c0 < s.chunk) ? r.cols - c0 : s.chunk;
+    const int64_t base = row * r.cols + c0;
+    for (int64_t p = threadIdx.x; p < n / kVec; p += blockDim.x) {
+      T graw[kVec], yraw[kVec];
+      load_pack<T, kVec>(grad + base + p * kVec, graw);
+      load_pack<T, kVec>(out + base + p * kVec, yraw);
+      Acc o[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) o[k] = static_cast<Acc>(yraw[k]) * (static_cast<Acc>(graw[k]) - dot);
+      store_pack<T, Acc, kVec>(gx + base + p * kVec, o);
+    }
+  }
+}
+
+// Backward over the middle dim of contiguous (outer, cols, inner) tensors: a thread per column.
+template <typename T, typename Acc>
+__global__ void softmax_backward_inner_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+                                              T* __restrict__ gx, InnerGeometry g) {
+  const int64_t columns = g.outer * g.inner;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < columns;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (c / g.inner) * g.cols * g.inner + c % g.inner;
+    Acc dot = Acc(0);
+    for (int64_t k = 0; k < g.cols; ++k) {
+      dot += static_cast<Acc>(grad[base + k * g.inner]) * static_cast<Acc>(out[base + k * g.inner]);
+    }
+    for (int64_t k = 0; k < g.cols; ++k) {
+      const int64_t i = base + k * g.inner;
+      gx[i] = static_cast<T>(static_cast<Acc>(out[i]) * (static_cast<Acc>(grad[i]) - dot));
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace reduce_ops
