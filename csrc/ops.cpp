@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -298,6 +299,8 @@ std::tuple<at::Tensor, at::Tensor> reduce_scale_op(const at::Tensor& x_in, doubl
 at::Tensor reduce_scale_inplace_op(at::Tensor& x, double eps) {
   check_input("reduce_scale_", x);
   check_rows("reduce_scale_", x);
+  // As torch's in-place ops: an expanded x would have several outputs written to one element.
+  at::assert_no_internal_overlap(x);
   at::Tensor scale = at::empty(scale_shape(x), x.options().dtype(scale_dtype(x)));
   if (x.numel() == 0) return scale;
   std::optional<RowGeometry> g = row_geometry(x);

@@ -24,6 +24,35 @@ struct MaxOp {
   C10_HOST_DEVICE Acc operator()(Acc a, Acc b) const { return (a > b || a != a) ? a : b; }
 };
 
+// A running reduction of one functor. Sums are compensated (Neumaier): the rounding error of
+// every addition is carried in `comp` and folded in at the end, so a long sequential sum is
+// accurate to a few ulps of the result instead of drifting by n ulps. Other functors are exact
+// and just fold.
+template <typename Acc, typename Op>
+struct Accumulator {
+  Acc value = Op::identity();
+  C10_HOST_DEVICE void add(Acc x) { value = Op()(value, x); }
+  C10_HOST_DEVICE void merge(const Accumulator& o) { add(o.value); }
+  C10_HOST_DEVICE Acc result() const { return value; }
+};
+
+template <typename Acc>
+struct Accumulator<Acc, SumOp<Acc>> {
+  Acc value = Acc(0), comp = Acc(0);
+  C10_HOST_DEVICE void add(Acc x) {
+    const Acc t = value + x;
+    // The low-order bits lost by t: from x when |value| >= |x|, else from value.
+    comp += ((value < 0 ? -value : value) >= (x < 0 ? -x : x)) ? (value - t) + x : (x - t) + value;
+    value = t;
+  }
+  C10_HOST_DEVICE void merge(const Accumulator& o) {
+    add(o.value);
+    comp += o.comp;
+  }
+  // An infinite or NaN sum is final: its compensation (inf - inf) would only turn it into NaN.
+  C10_HOST_DEVICE Acc result() const { return value - value == Acc(0) ? value + comp : value; }
+};
+
 // max(a, eps) for the ReduceScale scale, keeping a NaN row NaN (as torch.clamp_min).
 template <typename Acc>
 C10_HOST_DEVICE inline Acc clamp_min_keep_nan(Acc a, Acc lo) {

@@ -27,27 +27,25 @@ constexpr int64_t kColumnTile = 64;
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 template <typename Acc, typename Op, typename In>
-Acc reduce_strided(const In* x, int64_t n, int64_t stride, Op op) {
-  Acc lanes[kLanes];
-  for (Acc& l : lanes) l = Op::identity();
+Accumulator<Acc, Op> reduce_strided(const In* x, int64_t n, int64_t stride) {
+  Accumulator<Acc, Op> lanes[kLanes];
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lanes[k] = op(lanes[k], static_cast<Acc>(x[(i + k) * stride]));
+    for (int k = 0; k < kLanes; ++k) lanes[k].add(static_cast<Acc>(x[(i + k) * stride]));
   }
-  for (; i < n; ++i) lanes[0] = op(lanes[0], static_cast<Acc>(x[i * stride]));
-  Acc acc = lanes[0];
-  for (int k = 1; k < kLanes; ++k) acc = op(acc, lanes[k]);
-  return acc;
+  for (; i < n; ++i) lanes[0].add(static_cast<Acc>(x[i * stride]));
+  for (int k = 1; k < kLanes; ++k) lanes[0].merge(lanes[k]);
+  return lanes[0];
 }
 
 template <typename In, typename Out, typename Acc, typename Op>
 void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
-  const Op op;
+  using Accum = Accumulator<Acc, Op>;
   const int64_t outputs = g.outer * g.inner;
   const int64_t chunks = ceil_div(g.reduced, kChunk);
-  std::vector<Acc> partial(chunks > 1 ? chunks * outputs : 0);
-  auto emit = [&](int64_t chunk, int64_t j, Acc v) {
-    if (chunks == 1) out[j] = static_cast<Out>(v);
+  std::vector<Accum> partial(chunks > 1 ? chunks * outputs : 0);
+  auto emit = [&](int64_t chunk, int64_t j, const Accum& v) {
+    if (chunks == 1) out[j] = static_cast<Out>(v.result());
     else partial[chunk * outputs + j] = v;
   };
   if (g.inner == 1) {
@@ -57,22 +55,22 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
         const int64_t chunk = t / g.outer, o = t % g.outer;
         const int64_t r0 = chunk * kChunk, n = std::min(kChunk, g.reduced - r0);
         const In* base = x + o * g.outer_stride + r0 * g.reduced_stride;
-        emit(chunk, o, reduce_strided<Acc>(base, n, g.reduced_stride, op));
+        emit(chunk, o, reduce_strided<Acc, Op>(base, n, g.reduced_stride));
       }
     });
   } else {
     // Columns: task (chunk, outer, tile of inner); each output accumulates in r order.
     const int64_t tiles = ceil_div(g.inner, kColumnTile);
     at::parallel_for(0, chunks * g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
-      Acc acc[kColumnTile];
+      Accum acc[kColumnTile];
       for (int64_t t = begin; t < end; ++t) {
         const int64_t chunk = t / (g.outer * tiles), o = (t / tiles) % g.outer, tile = t % tiles;
         const int64_t i0 = tile * kColumnTile, width = std::min(kColumnTile, g.inner - i0);
         const int64_t r0 = chunk * kChunk, r1 = std::min(g.reduced, r0 + kChunk);
-        std::fill(acc, acc + width, Op::identity());
+        std::fill(acc, acc + width, Accum());
         for (int64_t r = r0; r < r1; ++r) {
           const In* row = x + o * g.outer_stride + r * g.reduced_stride + i0 * g.inner_stride;
-          for (int64_t i = 0; i < width; ++i) acc[i] = op(acc[i], static_cast<Acc>(row[i * g.inner_stride]));
+          for (int64_t i = 0; i < width; ++i) acc[i].add(static_cast<Acc>(row[i * g.inner_stride]));
         }
         for (int64_t i = 0; i < width; ++i) emit(chunk, o * g.inner + i0 + i, acc[i]);
       }
@@ -81,9 +79,9 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
   if (chunks > 1) {
     at::parallel_for(0, outputs, 1024, [&](int64_t begin, int64_t end) {
       for (int64_t j = begin; j < end; ++j) {
-        Acc acc = partial[j];
-        for (int64_t c = 1; c < chunks; ++c) acc = op(acc, partial[c * outputs + j]);
-        out[j] = static_cast<Out>(acc);
+        Accum acc = partial[j];
+        for (int64_t c = 1; c < chunks; ++c) acc.merge(partial[c * outputs + j]);
+        out[j] = static_cast<Out>(acc.result());
       }
     });
   }
@@ -109,7 +107,7 @@ SoftmaxStats<Acc> combine(SoftmaxStats<Acc> a, SoftmaxStats<Acc> b) {
 
 template <typename In, typename Acc>
 SoftmaxStats<Acc> softmax_chunk_stats(const In* x, int64_t n) {
-  const Acc m = reduce_strided<Acc>(x, n, 1, MaxOp<Acc>());
+  const Acc m = reduce_strided<Acc, MaxOp<Acc>>(x, n, 1).result();
   Acc s = 0;
   for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<Acc>(x[i]) - m);
   return {m, s};

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One GPU-machine session in one command: build for sm_90, then the stages named in $@
+# (smoke, test, sanitize, bench), each writing its log under $OUT. Prints a short summary last.
+#   bash scripts/gpu_session.sh smoke test
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/device.txt"
+if ! MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 python3 -m pip install --no-build-isolation --no-deps -e . \
+    > "$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"; exit 1
+fi
+summary=()
+for stage in "$@"; do
+  case "$stage" in
+    smoke)
+      python3 scripts/gpu_smoke.py > "$OUT/smoke.log" 2>&1
+      summary+=("smoke rc=$?: $(tail -n +1 "$OUT/smoke.log" | grep -c '^BAD') bad")
+      grep -v '^ok ' "$OUT/smoke.log" | tail -60 ;;
+    test)
+      timeout 420 python3 -m pytest tests -q -rs -p no:cacheprovider --durations=10 --maxfail=30 > "$OUT/pytest.log" 2>&1
+      summary+=("pytest rc=$?: $(tail -1 "$OUT/pytest.log")")
+      grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
+          python3 -m pytest tests -q -p no:cacheprovider -m "not slow" -k "cuda and not compile and not graph" -x \
+          > "$OUT/sanitize_$tool.log" 2>&1
+        summary+=("sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
+      done ;;
+    bench)
+      python3 benchmarks/bench.py --json "$OUT/bench.json" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+      summary+=("bench rc=$?")
+      tail -80 "$OUT/bench.log" ;;
+  esac
+done
+printf '%s\n' "${summary[@]}"
