@@ -15,6 +15,7 @@ deps:
 	@$(PYTHON) -c "import pytest, hypothesis, numpy, ninja, setuptools, wheel" 2>/dev/null || \
 		$(PYTHON) -m pip install pytest hypothesis numpy ninja setuptools wheel
 	@$(PYTHON) -c "import matplotlib, tqdm" 2>/dev/null || $(PYTHON) -m pip install matplotlib tqdm
+	@$(PYTHON) -c "import nbclient, nbformat, ipykernel" 2>/dev/null || $(PYTHON) -m pip install nbclient nbformat ipykernel
 
 build: deps
 	$(PYTHON) -m pip install --no-build-isolation --no-deps -e .

@@ -31,7 +31,12 @@ for stage in "$@"; do
         summary+=("sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
       done ;;
     bench)
-      python3 benchmarks/bench.py --json "$OUT/bench.json" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+      # Peers' wheels (Liger-Kernel, FlagGems) travel in .whl/ when the call carries it.
+      if ls .whl/*.whl > /dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+          --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+      fi
+      python3 benchmarks/bench.py --json "$OUT/" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
       summary+=("bench rc=$?")
       tail -80 "$OUT/bench.log" ;;
   esac

@@ -1,0 +1,404 @@
+"""Shared parameters, input makers and reference comparisons for the reduce_ops tests.
+
+Every comparison is against torch. Where the op allows it, the reference is computed in
+float64 from the very same input, and the tolerance is derived from the output dtype (see
+`assert_close_to_reference`); `amax` and `reduce_scale`'s scale are exact and are compared
+bit for bit.
+"""
+import math
+
+import pytest
+import torch
+
+import reduce_ops  # noqa: F401  (loads the library, so torch.ops.reduce_ops.* exist)
+
+HAS_CUDA = torch.cuda.is_available()
+
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+# contiguous; last two dims swapped; every other column; stride 0; storage offset of one
+# element (breaks 16-byte alignment for every dtype); a 3-D (rank >= 2) permutation.
+LAYOUTS = ["contiguous", "transposed", "sliced", "expanded", "offset", "permuted"]
+
+# 1, primes, lengths that are not a multiple of 4 or 8, and one of 2^20 elements.
+SHAPES_1D = [(1,), (7,), (13,), (127,), (1021,), (1 << 20,)]
+SHAPES_ND = [(1, 1), (7, 13), (13, 7), (3, 127), (127, 3), (2, 1021), (5, 7, 13), (2, 3, 5, 7)]
+
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+requires_two_gpus = pytest.mark.skipif(not HAS_CUDA or torch.cuda.device_count() < 2,
+                                       reason="needs two CUDA devices")
+
+INT_LIKE_DTYPES = [torch.int32, torch.int64, torch.uint8, torch.bool, torch.complex64]
+# The names a message may use for a dtype: torch's (`int32`) or c10's ScalarType (`Int`).
+DTYPE_NAMES = {
+    torch.int32: ("int32", "Int"),
+    torch.int64: ("int64", "Long"),
+    torch.uint8: ("uint8", "Byte"),
+    torch.bool: ("bool",),
+    torch.complex64: ("complex64", "ComplexFloat", "cfloat"),
+}
+
+
+def dtype_id(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda: needs a CUDA device")
+    config.addinivalue_line("markers", "slow: large inputs")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture(params=DTYPES, ids=dtype_id)
+def dtype(request):
+    return request.param
+
+
+@pytest.fixture(params=LAYOUTS)
+def layout(request):
+    return request.param
+
+
+# ----------------------------------------------------------------------------------------
+# Inputs
+# ----------------------------------------------------------------------------------------
+
+def random_values(shape, dtype, device, *, scale=1.0):
+    """randn * scale in `dtype` with no exact zeros (a zero would hide sign/scale bugs)."""
+    gen_device = "cuda" if str(device).startswith("cuda") else "cpu"
+    x = torch.randn(shape, dtype=torch.float32, device=gen_device) * scale
+    x = x.to(device=device, dtype=dtype)
+    return torch.where(x == 0, torch.ones((), dtype=dtype, device=x.device), x)
+
+
+def make_input(shape, dtype, device, layout="contiguous", *, scale=1.0):
+    """A random tensor of exactly `shape`, `dtype`, on `device`, laid out as `layout`.
+
+    Layouts that need more dims than `shape` has fall back to what they can do (e.g. a 1-D
+    "transposed" tensor is contiguous); tests that care assert on strides themselves.
+    """
+    shape = tuple(shape)
+    rank = len(shape)
+    if layout == "contiguous" or rank == 0:
+        if layout == "offset":
+            return random_values((2,), dtype, device, scale=scale)[1:].view(shape)
+        return random_values(shape, dtype, device, scale=scale)
+    if layout == "transposed":
+        if rank < 2:
+            return random_values(shape, dtype, device, scale=scale)
+        base = random_values(shape[:-2] + (shape[-1], shape[-2]), dtype, device, scale=scale)
+        return base.transpose(-1, -2)
+    if layout == "sliced":
+        base = random_values(shape[:-1] + (2 * shape[-1],), dtype, device, scale=scale)
+        return base[..., ::2]
+    if layout == "expanded":
+        dim = 0 if shape[0] != 1 or rank == 1 else rank - 1
+        base_shape = list(shape)
+        base_shape[dim] = 1
+        return random_values(tuple(base_shape), dtype, device, scale=scale).expand(shape)
+    if layout == "offset":
+        n = math.prod(shape)
+        return random_values((n + 1,), dtype, device, scale=scale)[1:].view(shape)
+    if layout == "permuted":
+        if rank < 2:
+            return make_input(shape, dtype, device, "sliced", scale=scale)
+        perm = list(range(1, rank)) + [0]  # base dims stored in a rotated order
+        inverse = [perm.index(i) for i in range(rank)]
+        base = random_values(tuple(shape[p] for p in perm), dtype, device, scale=scale)
+        x = base.permute(inverse)
+        assert x.shape == shape
+        return x
+    raise ValueError(layout)
+
+
+# ----------------------------------------------------------------------------------------
+# Tolerances
+# ----------------------------------------------------------------------------------------
+
+# (explicit mantissa bits, smallest normal exponent) of each floating dtype.
+_FLOAT_FORMAT = {
+    torch.float16: (10, -14),
+    torch.bfloat16: (7, -126),
+    torch.float32: (23, -126),
+    torch.float64: (52, -1022),
+}
+
+
+def unit_roundoff(dtype):
+    """Largest relative error of one correctly rounded operation in `dtype` (half an ulp)."""
+    return 2.0 ** -(_FLOAT_FORMAT[dtype][0] + 1)
+
+
+def ulp(values, dtype):
+    """Spacing of `dtype`'s representable numbers at |values| (float64), subnormals included."""
+    mantissa, emin = _FLOAT_FORMAT[dtype]
+    _, exponent = torch.frexp(values.abs().double())
+    exponent = torch.clamp(exponent - 1, min=emin)  # floor(log2 |v|), no lower than emin
+    return torch.pow(2.0, (exponent - mantissa).double())
+
+
+# The relative error we accept from a kernel's float arithmetic before the final rounding
+# to the output dtype. float32: the unit roundoff is 6e-8; a blocked reduction of per-thread
+# sequential sums (chunks of ~100 elements) plus a log2(n)-deep tree is bounded by about
+# (100 + 20) * 6e-8 ~ 7e-6, and a softmax adds a few ulps from exp() and the division, so
+# 1e-5. float64: the same argument with 1.1e-16 and chunks of up to 2^22 elements summed
+# with no tree at all gives < 5e-10; we ask for 1e-10 (a blocked sum is far better).
+ARITHMETIC_RTOL = {torch.float32: 1e-5, torch.float64: 1e-10}
+
+
+def accumulate_dtype(dtype):
+    """The accumulate type SPEC names: float32 for half/bfloat16/float32, float64 for float64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def assert_close_to_reference(out, ref, dtype=None, *, ulps=1, rtol=0.0, atol=0.0):
+    """`out` (of dtype `dtype`) matches the float64 reference `ref` of the same shape.
+
+    Per element: |out - ref| <= ulps * ulp(ref in dtype) + rtol * |ref| + atol, where
+    `atol` may be a tensor (e.g. an accumulation bound proportional to sum |x| of each
+    slice). One ulp is what rounding an exact result, or one that is off by less than the
+    rtol/atol term, to the output dtype can cost. NaN must be where the reference has NaN
+    and only there; infinities must match exactly, sign included.
+    """
+    dtype = dtype if dtype is not None else out.dtype
+    assert out.dtype == dtype, f"dtype {out.dtype}, expected {dtype}"
+    assert out.shape == ref.shape, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    ref = ref.to(device=out.device, dtype=torch.float64)
+    got = out.double()
+    ref_nan = torch.isnan(ref)
+    got_nan = torch.isnan(got)
+    if not torch.equal(ref_nan, got_nan):
+        bad = (ref_nan != got_nan).nonzero()[:5].tolist()
+        raise AssertionError(f"NaN mismatch at {bad}: got {got[ref_nan != got_nan][:5].tolist()}, "
+                             f"expected {ref[ref_nan != got_nan][:5].tolist()}")
+    ref_inf = torch.isinf(ref)
+    got_inf = torch.isinf(got)
+    inf_bad = (ref_inf | got_inf) & ~ref_nan & (got != ref)
+    if inf_bad.any():
+        raise AssertionError(f"inf mismatch at {inf_bad.nonzero()[:5].tolist()}: "
+                             f"got {got[inf_bad][:5].tolist()}, expected {ref[inf_bad][:5].tolist()}")
+    finite = ~(ref_nan | ref_inf)
+    err = torch.where(finite, (got - ref).abs(), torch.zeros((), dtype=torch.float64, device=ref.device))
+    tol = ulps * ulp(ref, dtype) + rtol * ref.abs() + atol
+    bad = err > tol
+    if bad.any():
+        idx = bad.nonzero()[:5].tolist()
+        worst = (err / tol).flatten().argmax()
+        raise AssertionError(
+            f"{int(bad.sum())} of {ref.numel()} elements out of tolerance (first at {idx}); worst: "
+            f"got {got.flatten()[worst].item()!r}, expected {ref.flatten()[worst].item()!r}, "
+            f"|diff| {err.flatten()[worst].item():.3g} > tol {tol.flatten()[worst].item():.3g} "
+            f"({dtype}, ulps={ulps}, rtol={rtol})")
+
+
+def assert_exactly_equal(out, ref):
+    """Same dtype, shape and values; NaN where `ref` has NaN (used for max: it is exact)."""
+    assert out.dtype == ref.dtype, f"dtype {out.dtype}, expected {ref.dtype}"
+    assert out.shape == ref.shape, f"shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    torch.testing.assert_close(out, ref.to(out.device), rtol=0, atol=0, equal_nan=True)
+
+
+def assert_same_bits(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape
+    ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    assert torch.equal(a.contiguous().view(ints), b.contiguous().view(ints)), "bits differ"
+
+
+def assert_like_torch_result(out, torch_out, device):
+    """Dtype, shape and device are torch's; the result is a fresh contiguous tensor."""
+    assert out.dtype == torch_out.dtype, f"dtype {out.dtype}, torch gives {torch_out.dtype}"
+    assert out.shape == torch_out.shape, f"shape {tuple(out.shape)}, torch gives {tuple(torch_out.shape)}"
+    assert out.device == torch.device(device) or (out.device.type == torch.device(device).type == "cuda"
+                                                   and torch.device(device).index is None), \
+        f"device {out.device}, expected {device}"
+    assert out.is_contiguous(), f"output strides {out.stride()} are not contiguous"
+
+
+# ----------------------------------------------------------------------------------------
+# References (float64, from the same input)
+# ----------------------------------------------------------------------------------------
+
+def _dims_for_torch(x, dim):
+    if dim is None:
+        return list(range(x.dim()))
+    if isinstance(dim, int):
+        return [dim]
+    return list(dim)
+
+
+def reference_sum(x, dim=None, keepdim=False, dtype=None):
+    """(float64 sum of x, atol for each result element): the accumulation bound.
+
+    The atol is ARITHMETIC_RTOL[accumulate] * sum |x| over the slice, plus, when `dtype`
+    narrows the input (torch casts x to `dtype` before summing), the unit roundoff of
+    `dtype` * sum |x| for that cast of the inputs.
+    """
+    out_dtype = dtype if dtype is not None else x.dtype
+    xd = x.double()
+    dims = _dims_for_torch(x, dim)
+    if x.dim() == 0:
+        ref, abs_sum = xd.clone(), xd.abs()
+    else:
+        ref = xd.sum(dims, keepdim=keepdim)  # dims == [] reduces everything, as torch.sum
+        abs_sum = xd.abs().sum(dims, keepdim=keepdim)
+    rel = ARITHMETIC_RTOL[accumulate_dtype(out_dtype)]
+    if _FLOAT_FORMAT[out_dtype][0] < _FLOAT_FORMAT[x.dtype][0]:
+        rel += unit_roundoff(out_dtype)
+    return ref, rel * abs_sum
+
+
+def reference_softmax(x, dim=-1, dtype=None):
+    """torch.softmax in float64 of x cast to `dtype` first, as torch does with dtype=."""
+    xd = x.to(dtype).double() if dtype is not None else x.double()
+    return torch.softmax(xd, dim)
+
+
+def softmax_tolerance(out_dtype):
+    """ulps and rtol for a softmax output: the float arithmetic bound, then one rounding."""
+    if out_dtype in LOW_PRECISION:
+        # computed in float32 (error ~1e-5 relative, far below half an ulp of 2^-8/2^-11),
+        # then rounded once: at most one ulp of the output from the exact value.
+        return dict(ulps=1, rtol=ARITHMETIC_RTOL[torch.float32])
+    return dict(ulps=1, rtol=ARITHMETIC_RTOL[out_dtype])
+
+
+def reference_reduce_scale(x, eps=0.0):
+    """SPEC's ReduceScale: (out as float64 reference, exact scale in float32/float64)."""
+    acc = accumulate_dtype(x.dtype)
+    if x.dim() == 0:
+        amax = x.abs().to(acc)  # follows x.abs().amax(-1, keepdim=True): a 0-d scale
+    else:
+        amax = x.abs().amax(-1, keepdim=True).to(acc)  # exact: |x| and max do not round
+    eps_t = torch.tensor(eps, dtype=acc, device=x.device)
+    scale = torch.where(torch.isnan(amax), amax, torch.maximum(amax, eps_t))
+    q = x.double() / scale.double()
+    out = torch.where(scale.double() == 0, torch.zeros((), dtype=torch.float64, device=x.device), q)
+    return out, scale
+
+
+def reduce_scale_tolerance(dtype):
+    """out = x / scale rounded to x.dtype.
+
+    float16/bfloat16: the quotient in float32 is off by at most 1.5 float32 ulps (if computed
+    as x * (1/scale)), then rounded once: within one ulp of x.dtype. float32/float64: the
+    quotient itself is the output; x * (1/scale) rounds twice: two ulps.
+    """
+    return dict(ulps=1 if dtype in LOW_PRECISION else 2)
+
+
+def gpu_free_bytes():
+    if not HAS_CUDA:
+        return 0
+    free, _ = torch.cuda.mem_get_info()
+    return free
+
+
+def requires_free_gpu_memory(gib):
+    return pytest.mark.skipif(gpu_free_bytes() < gib * (1 << 30),
+                              reason=f"needs a CUDA device with at least {gib} GiB free")
+
+
+def expected_exception(fn):
+    """The exception type torch raises for `fn` (which must raise)."""
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001
+        return type(e)
+    raise AssertionError("torch did not raise")
+
+
+def message_names_dtype(message, dtype):
+    import re
+    return any(re.search(rf"\b{re.escape(name)}\b", message, re.IGNORECASE) for name in DTYPE_NAMES[dtype])
+
+
+@pytest.fixture
+def big_gpu():
+    """For the > 2^31-element tests: a CUDA device with at least 40 GiB free, else skip."""
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device")
+    torch.cuda.empty_cache()
+    free = gpu_free_bytes()
+    if free < 40 * (1 << 30):
+        pytest.skip(f"needs 40 GiB of free GPU memory, {free / (1 << 30):.1f} GiB free")
+    yield torch.device("cuda")
+    torch.cuda.empty_cache()
+
+
+# Hypothesis: no deadline (the first call of an op on a device can be slow) and the autouse
+# seed fixture is harmless to reuse across examples (every example seeds torch itself).
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("reduce_ops", deadline=None,
+                              suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                     HealthCheck.too_slow])
+    settings.load_profile("reduce_ops")
+except ImportError:  # hypothesis tests are then skipped by importorskip in their modules
+    pass
+
+
+def make_strided(shape, dtype, device, *, perm=None, steps=None, offset=0, seed=0):
+    """Random tensor of `shape` whose memory order is `perm`, every `steps[d]`-th element of
+    a larger buffer along dim d, starting `offset` elements into its storage."""
+    shape = tuple(shape)
+    rank = len(shape)
+    perm = list(perm) if perm is not None else list(range(rank))
+    steps = list(steps) if steps is not None else [1] * rank
+    g = torch.Generator().manual_seed(seed)
+    big = [shape[d] * steps[d] for d in range(rank)]
+    stored = [big[p] for p in perm]
+    n = math.prod(stored)
+    buf = torch.randn(n + offset, generator=g).to(dtype)
+    buf = torch.where(buf == 0, torch.ones((), dtype=dtype), buf).to(device)
+    x = buf[offset:].view(stored).permute([perm.index(d) for d in range(rank)])
+    x = x[tuple(slice(None, None, s) for s in steps)]
+    assert x.shape == shape, (x.shape, shape)
+    return x
+
+
+try:
+    from hypothesis import strategies as st
+
+    @st.composite
+    def strided_tensors(draw, *, max_rank=4, max_size=6, min_rank=0, dtypes=tuple(DTYPES)):
+        """(x, description) for a random shape (sizes 0..max_size, 0 and 1 included), dtype,
+        device, memory order, slicing steps and storage offset."""
+        rank = draw(st.integers(min_rank, max_rank))
+        shape = tuple(draw(st.lists(st.integers(0, max_size), min_size=rank, max_size=rank)))
+        dtype = draw(st.sampled_from(list(dtypes)))
+        device = draw(st.sampled_from(DEVICES))
+        perm = draw(st.permutations(list(range(rank))))
+        steps = draw(st.lists(st.sampled_from([1, 2]), min_size=rank, max_size=rank))
+        offset = draw(st.sampled_from([0, 1]))
+        seed = draw(st.integers(0, 2 ** 31 - 1))
+        x = make_strided(shape, dtype, device, perm=perm, steps=steps, offset=offset, seed=seed)
+        return x
+
+    @st.composite
+    def dim_args(draw, rank):
+        """None, an int, or a list/tuple of distinct dims (negative spellings included)."""
+        if rank == 0:
+            return draw(st.sampled_from([None, 0, -1, [0], (-1,)]))
+        kind = draw(st.sampled_from(["none", "int", "list", "tuple"]))
+        if kind == "none":
+            return None
+        spell = lambda d: draw(st.sampled_from([d, d - rank]))  # noqa: E731
+        if kind == "int":
+            return spell(draw(st.integers(0, rank - 1)))
+        dims = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
+        dims = [spell(d) for d in dims]
+        return dims if kind == "list" else tuple(dims)
+except ImportError:
+    pass

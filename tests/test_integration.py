@@ -1,0 +1,341 @@
+"""How the ops fit into PyTorch: registration, opcheck, autograd, torch.compile, CUDA graphs,
+streams and devices (SPEC.md, "Names" and "Integration")."""
+import inspect
+import warnings
+
+import pytest
+import torch
+
+import reduce_ops
+from conftest import (
+    DEVICES, HAS_CUDA, assert_exactly_equal, assert_same_bits, make_input, requires_cuda,
+    requires_two_gpus,
+)
+
+OPS = ["sum", "amax", "softmax", "reduce_scale", "reduce_scale_"]
+DIFFERENTIABLE_OPS = ["sum", "amax", "softmax", "reduce_scale"]
+
+SCHEMAS = {
+    "sum": "reduce_ops::sum(Tensor x, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+    "amax": "reduce_ops::amax(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor",
+    "softmax": "reduce_ops::softmax(Tensor x, int dim=-1, *, ScalarType? dtype=None) -> Tensor",
+    "reduce_scale": "reduce_ops::reduce_scale(Tensor x, *, float eps=0.0) -> (Tensor, Tensor)",
+    "reduce_scale_": "reduce_ops::reduce_scale_(Tensor(a!) x, *, float eps=0.0) -> Tensor",
+}
+
+
+# ---- names -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", OPS)
+def test_op_is_reachable_as_torch_ops(name):
+    packet = getattr(torch.ops.reduce_ops, name)
+    # compare in torch's canonical spelling (it prints 0.0 as "0.")
+    assert str(packet.default._schema) == str(torch._C.parse_schema(SCHEMAS[name]))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_python_wrapper_signature(name):
+    params = inspect.signature(getattr(reduce_ops, name)).parameters
+    expected = {
+        "sum": [("x", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), ("dim", "POSITIONAL_OR_KEYWORD", None),
+                ("keepdim", "POSITIONAL_OR_KEYWORD", False), ("dtype", "KEYWORD_ONLY", None)],
+        "amax": [("x", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), ("dim", "POSITIONAL_OR_KEYWORD", None),
+                 ("keepdim", "POSITIONAL_OR_KEYWORD", False)],
+        "softmax": [("x", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), ("dim", "POSITIONAL_OR_KEYWORD", -1),
+                    ("dtype", "KEYWORD_ONLY", None)],
+        "reduce_scale": [("x", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), ("eps", "KEYWORD_ONLY", 0.0)],
+        "reduce_scale_": [("x", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty), ("eps", "KEYWORD_ONLY", 0.0)],
+    }[name]
+    got = [(p.name, p.kind.name, p.default) for p in params.values()]
+    assert got == expected
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_python_wrapper_and_torch_ops_agree(device, name):
+    x = make_input((4, 5, 33), torch.float32, device, "sliced")
+    args = {"sum": ((1,),), "amax": ([0, 2],), "softmax": (1,), "reduce_scale": (), "reduce_scale_": ()}[name]
+    a = getattr(reduce_ops, name)(x.clone(), *args)
+    b = getattr(torch.ops.reduce_ops, name)(x.clone(), *args)
+    for u, v in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+        assert_exactly_equal(u, v)
+
+
+# ---- sample inputs ---------------------------------------------------------------------------
+
+def sample_inputs(name, device, requires_grad=False):
+    """(args, kwargs) lists for `name`: a few shapes, dims, dtypes and layouts."""
+    def t(shape, dtype=torch.float32, layout="contiguous"):
+        x = make_input(shape, dtype, device, layout)
+        if requires_grad:
+            x = x.detach().clone().requires_grad_(True) if layout == "contiguous" else \
+                x.detach().requires_grad_(True)
+        return x
+
+    dtypes = [torch.float64] if requires_grad else [torch.float32, torch.bfloat16]
+    samples = []
+    for dtype in dtypes:
+        if name == "sum":
+            samples += [((t((5, 7, 13), dtype), [0, 2], True), {}),
+                        ((t((5, 7, 13), dtype, "transposed"), [1], False), {}),
+                        ((t((33,), dtype), None, False), {}),
+                        ((t((4, 9), dtype), [-1], False), {"dtype": torch.float64 if requires_grad else torch.float32})]
+        elif name == "amax":
+            samples += [((t((5, 7, 13), dtype), [0, 2], True), {}),
+                        ((t((5, 7, 13), dtype, "sliced"), [-1], False), {}),
+                        ((t((33,), dtype), None, False), {})]
+        elif name == "softmax":
+            samples += [((t((5, 7, 13), dtype), -1), {}),
+                        ((t((5, 7, 13), dtype, "permuted"), 0), {}),
+                        ((t((4, 1025), dtype), 1), {"dtype": torch.float64 if requires_grad else torch.float32})]
+        elif name in ("reduce_scale", "reduce_scale_"):
+            samples += [((t((5, 7, 13), dtype),), {}),
+                        ((t((4, 129), dtype, "sliced"),), {"eps": 1e-3}),
+                        ((t((33,), dtype),), {})]
+    return samples
+
+
+# ---- autograd detection ----------------------------------------------------------------------
+
+_AUTOGRAD_MISSING = ("does not require grad", "not implemented", "autograd kernel was not registered",
+                     "not registered", "does not have a grad_fn")
+
+
+def autograd_missing_reason(name, device="cpu"):
+    """None when autograd works for `name`, else why not (the test is then skipped).
+
+    Tries a forward and a backward on a float64 input: an op with no autograd registration
+    gives an output that does not require grad, raises, or warns that the autograd kernel was
+    not registered (torch's fallback).
+    """
+    x = torch.randn(3, 5, dtype=torch.float64, device=device, requires_grad=True)
+    op = getattr(torch.ops.reduce_ops, name)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = op(x)
+            out = out[0] if isinstance(out, tuple) else out
+            if not out.requires_grad:
+                return f"autograd is not registered for reduce_ops::{name} yet (output does not require grad)"
+            out.sum().backward()
+    except (RuntimeError, UserWarning, NotImplementedError) as e:
+        message = str(e)
+        if any(m in message for m in _AUTOGRAD_MISSING):
+            return f"autograd is not registered for reduce_ops::{name} yet: {message.splitlines()[0][:200]}"
+        raise
+    if x.grad is None:
+        return f"autograd is not registered for reduce_ops::{name} yet (no gradient reached x)"
+    return None
+
+
+def require_autograd(name, device="cpu"):
+    reason = autograd_missing_reason(name, device)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+# ---- opcheck ---------------------------------------------------------------------------------
+
+NO_AUTOGRAD_TEST_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_opcheck(device, name):
+    # Inputs do not require grad here; test_autograd_registration is run below, once autograd is in.
+    for args, kwargs in sample_inputs(name, device):
+        if name == "reduce_scale_":
+            args = (args[0].clone(),) + args[1:]
+        torch.library.opcheck(getattr(torch.ops.reduce_ops, name).default, args, kwargs,
+                              test_utils=NO_AUTOGRAD_TEST_UTILS)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE_OPS)
+def test_opcheck_with_autograd(device, name):
+    require_autograd(name, device)
+    for args, kwargs in sample_inputs(name, device, requires_grad=True):
+        torch.library.opcheck(getattr(torch.ops.reduce_ops, name).default, args, kwargs)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE_OPS)
+def test_gradcheck(device, name):
+    require_autograd(name, device)
+    for args, kwargs in sample_inputs(name, device, requires_grad=True):
+        fn = getattr(reduce_ops, name)
+        # amax and reduce_scale: random float64 inputs have a unique, well separated max,
+        # so the finite differences never move the argmax.
+        assert torch.autograd.gradcheck(lambda x: fn(x, *args[1:], **kwargs), (args[0],), eps=1e-6,
+                                        atol=1e-7, rtol=1e-5)
+
+
+def test_softmax_backward_matches_torch(device):
+    require_autograd("softmax", device)
+    for cols in (7, 1025, 70000):
+        x = make_input((3, cols), torch.float32, device).requires_grad_(True)
+        g = make_input((3, cols), torch.float32, device)
+        reduce_ops.softmax(x, -1).backward(g)
+        x_ref = x.detach().double().requires_grad_(True)
+        torch.softmax(x_ref, -1).backward(g.double())
+        torch.testing.assert_close(x.grad.double(), x_ref.grad, rtol=1e-4, atol=1e-7)
+
+
+def test_softmax_backward_is_its_own_op(device):
+    # SPEC: "softmax's backward is its own op with CPU and CUDA kernels" (not a chain of aten ops).
+    require_autograd("softmax", device)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = make_input((4, 129), torch.float32, device).requires_grad_(True)
+    y = reduce_ops.softmax(x, -1)
+    with Recorder() as recorder:
+        y.backward(torch.ones_like(y))
+    assert any(op.startswith("reduce_ops.") and "backward" in op for op in recorder.ops), recorder.ops
+
+
+# ---- torch.compile ---------------------------------------------------------------------------
+
+def every_op(x):
+    s = reduce_ops.sum(x, (0, 2), keepdim=True)
+    s32 = reduce_ops.sum(x, -1, dtype=torch.float32)
+    a = reduce_ops.amax(x, [1])
+    a_all = reduce_ops.amax(x)
+    p = reduce_ops.softmax(x, -1)
+    p0 = reduce_ops.softmax(x, 0, dtype=torch.float32)
+    out, scale = reduce_ops.reduce_scale(x, eps=1e-6)
+    y = x * 2  # a fresh buffer for the in-place op
+    scale_ = reduce_ops.reduce_scale_(y)
+    return s, s32, a, a_all, p, p0, out, scale, y, scale_
+
+
+EXACT_RESULTS = {0, 1, 2, 3, 7, 9}  # sums are deterministic, maxima and scales exact
+
+
+def compile_backends(device):
+    backends = ["eager", "aot_eager"]
+    if device == "cuda":
+        backends.append("inductor")
+    return backends
+
+
+def check_compiled_matches_eager(fn, compiled, x):
+    expected = fn(x)
+    got = compiled(x)
+    assert len(got) == len(expected)
+    for i, (g, e) in enumerate(zip(got, expected)):
+        assert g.shape == e.shape and g.dtype == e.dtype and g.device == e.device, i
+        if i in EXACT_RESULTS:
+            assert_exactly_equal(g, e)
+        else:
+            torch.testing.assert_close(g, e, equal_nan=True)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_torch_compile_fullgraph(device, backend, dynamic):
+    if backend not in compile_backends(device):
+        pytest.skip("inductor is exercised on CUDA only (CPU inductor needs a C++ build, slow on CI)")
+    torch._dynamo.reset()
+    compiled = torch.compile(every_op, backend=backend, fullgraph=True, dynamic=dynamic)
+    for shape in [(4, 6, 33), (5, 3, 129), (2, 7, 1025)]:
+        for dtype in (torch.float32, torch.bfloat16):
+            check_compiled_matches_eager(every_op, compiled, make_input(shape, dtype, device))
+
+
+def test_torch_compile_dynamic_does_not_recompile_per_shape(device):
+    torch._dynamo.reset()
+    from torch._dynamo.testing import CompileCounter
+
+    counter = CompileCounter()
+    compiled = torch.compile(every_op, backend=counter, fullgraph=True, dynamic=True)
+    for shape in [(4, 6, 33), (5, 3, 129), (6, 7, 1025)]:
+        check_compiled_matches_eager(every_op, compiled, make_input(shape, torch.float32, device))
+    assert counter.frame_count == 1, f"{counter.frame_count} compilations for 3 shapes"
+
+
+# ---- CUDA: graphs, streams, devices, no host sync --------------------------------------------
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(4, 6, 33), (3, 2, 70000), (1, 1, 1 << 20)], ids=str)
+def test_cuda_graph_capture_and_replay(dtype, shape):
+    static_x = make_input(shape, dtype, "cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up outside the capture, as torch recommends
+        for _ in range(2):
+            every_op(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = every_op(static_x)
+    for _ in range(3):
+        new_x = make_input(shape, dtype, "cuda")
+        static_x.copy_(new_x)
+        graph.replay()
+        torch.cuda.synchronize()
+        expected = every_op(new_x)
+        for i, (g, e) in enumerate(zip(static_out, expected)):
+            if i in EXACT_RESULTS:
+                assert_exactly_equal(g, e)
+            else:
+                torch.testing.assert_close(g, e, equal_nan=True)
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", OPS)
+def test_ops_run_on_the_current_stream(name):
+    # The side stream sleeps before it writes x; an op that launched on another stream would
+    # read x before it is written.
+    shape = (64, 4099)
+    expected_x = make_input(shape, torch.float32, "cuda")
+    expected = getattr(reduce_ops, name)(expected_x.clone())
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    x = torch.zeros(shape, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~tens of ms of GPU time on this stream only
+        x.copy_(expected_x)
+        got = getattr(reduce_ops, name)(x)
+        got = tuple(g.clone() for g in got) if isinstance(got, tuple) else got.clone()
+    side.synchronize()
+    got = got if isinstance(got, tuple) else (got,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    for g, e in zip(got, expected):
+        if name in ("sum", "amax"):
+            assert_exactly_equal(g, e)
+        else:
+            torch.testing.assert_close(g, e)
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", OPS)
+def test_ops_do_not_synchronize_the_host(name):
+    x = make_input((64, 4099), torch.float32, "cuda")
+    getattr(reduce_ops, name)(x.clone())  # first call may set things up
+    torch.cuda.synchronize()
+    y = x.clone()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        getattr(reduce_ops, name)(y)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@requires_two_gpus
+@pytest.mark.parametrize("name", OPS)
+def test_ops_on_a_second_cuda_device(name):
+    x1 = make_input((5, 7, 1025), torch.bfloat16, "cuda:1")
+    x0 = x1.to("cuda:0")
+    with torch.cuda.device(0):  # the current device is not the input's
+        got = getattr(reduce_ops, name)(x1.clone())
+    expected = getattr(reduce_ops, name)(x0.clone())
+    for g, e in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
+        assert g.device == torch.device("cuda:1")
+        assert_same_bits(g.cpu(), e.cpu())

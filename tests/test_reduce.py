@@ -1,0 +1,516 @@
+"""reduce_ops.sum and reduce_ops.amax, as SPEC.md states them.
+
+sum  == torch.sum(x, dim, keepdim, dtype=dtype), float32 accumulation for half/bfloat16,
+        float64 for float64, the same bits on every run.
+amax == torch.amax(x, dim, keepdim), exactly; NaN propagates; the identity is -inf;
+        a zero-size reduced dim raises as torch does.
+"""
+import pytest
+import torch
+
+import reduce_ops
+from conftest import (
+    DEVICES, DTYPES, HAS_CUDA, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference,
+    assert_exactly_equal, assert_like_torch_result, assert_same_bits, dtype_id,
+    expected_exception, make_input, message_names_dtype, reference_sum, requires_cuda,
+)
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from conftest import dim_args, strided_tensors  # noqa: E402
+
+APIS = ["python", "torch.ops"]
+
+
+def op_sum(api, x, dim=None, keepdim=False, dtype=None):
+    if api == "python":
+        return reduce_ops.sum(x, dim, keepdim, dtype=dtype)
+    return torch.ops.reduce_ops.sum(x, dim, keepdim, dtype=dtype)
+
+
+def op_amax(api, x, dim=None, keepdim=False):
+    if api == "python":
+        return reduce_ops.amax(x, dim, keepdim)
+    return torch.ops.reduce_ops.amax(x, dim, keepdim)
+
+
+def torch_amax(x, dim=None, keepdim=False):
+    return torch.amax(x, () if dim is None else dim, keepdim)
+
+
+def check_sum(x, dim=None, keepdim=False, dtype=None, api="python"):
+    out = op_sum(api, x, dim, keepdim, dtype)
+    expected = torch.sum(x, dim, keepdim, dtype=dtype)
+    assert_like_torch_result(out, expected, x.device)
+    ref, acc_bound = reference_sum(x, dim, keepdim, dtype)
+    assert_close_to_reference(out, ref, expected.dtype, ulps=1, atol=acc_bound)
+    return out
+
+
+def check_amax(x, dim=None, keepdim=False, api="python"):
+    out = op_amax(api, x, dim, keepdim)
+    expected = torch_amax(x, dim, keepdim)
+    assert_like_torch_result(out, expected, x.device)
+    assert_exactly_equal(out, expected)
+    return out
+
+
+# (shape, dim): None, int, negative int, list, tuple, several dims, every dim.
+DIM_CASES = [
+    ((1,), None), ((7,), 0), ((13,), -1), ((127,), None), ((1021,), [0]),
+    ((1 << 20,), None), ((1 << 20,), 0),
+    ((1, 1), 1), ((7, 13), None), ((7, 13), 0), ((7, 13), 1), ((7, 13), -1), ((7, 13), [0, 1]),
+    ((127, 3), 0), ((3, 127), -1), ((2, 1021), (1,)),
+    ((5, 7, 13), 1), ((5, 7, 13), (0, 2)), ((5, 7, 13), [-1, 0]), ((5, 7, 13), (0, 1, 2)),
+    ((2, 3, 5, 7), (1, 3)), ((2, 3, 5, 7), (0, 1, 2)), ((2, 3, 5, 7), [-4, -2]),
+]
+DIM_IDS = [f"{'x'.join(map(str, s))}-dim{d}" for s, d in DIM_CASES]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("shape,dim", DIM_CASES, ids=DIM_IDS)
+def test_sum_matches_torch(device, dtype, shape, dim, keepdim, api):
+    x = make_input(shape, dtype, device)
+    check_sum(x, dim, keepdim, api=api)
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("shape,dim", DIM_CASES, ids=DIM_IDS)
+def test_amax_matches_torch(device, dtype, shape, dim, keepdim, api):
+    x = make_input(shape, dtype, device)
+    check_amax(x, dim, keepdim, api=api)
+
+
+LAYOUT_DIMS = [None, -1, 0, 1, (0, 2), [1, 2]]
+
+
+@pytest.mark.parametrize("dim", LAYOUT_DIMS, ids=str)
+def test_sum_layouts(device, dtype, layout, dim):
+    x = make_input((5, 7, 13), dtype, device, layout)
+    check_sum(x, dim)
+
+
+@pytest.mark.parametrize("dim", LAYOUT_DIMS, ids=str)
+def test_amax_layouts(device, dtype, layout, dim):
+    x = make_input((5, 7, 13), dtype, device, layout)
+    check_amax(x, dim)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, None], ids=str)
+def test_sum_and_amax_large_2d(device, layout, dim):
+    # ~1M elements: long rows (dim=1), long strided columns (dim=0), everything (None).
+    x = make_input((1021, 1031), torch.float32, device, layout)
+    check_sum(x, dim)
+    check_amax(x, dim)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", [((1 << 24,), None), ((4099, 4097), 0), ((4099, 4097), 1),
+                                       ((64, 1 << 18), 1), ((1 << 18, 64), 0), ((3, 1 << 22), None),
+                                       ((257, 255, 129), (0, 2))], ids=str)
+def test_sum_and_amax_large_cuda(dtype, shape, dim):
+    x = make_input(shape, dtype, "cuda")
+    check_sum(x, dim)
+    check_amax(x, dim)
+
+
+# ---- dtype= --------------------------------------------------------------------------------
+
+SUM_DTYPE_PAIRS = [
+    (torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.float64),
+    (torch.bfloat16, torch.float64), (torch.float64, torch.float32), (torch.float32, torch.bfloat16),
+    (torch.float32, torch.float16), (torch.float16, torch.float16), (torch.float32, torch.float32),
+]
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("dim", [None, -1, (0, 2)], ids=str)
+@pytest.mark.parametrize("in_dtype,out_dtype", SUM_DTYPE_PAIRS,
+                         ids=[f"{dtype_id(a)}->{dtype_id(b)}" for a, b in SUM_DTYPE_PAIRS])
+def test_sum_dtype_argument(device, in_dtype, out_dtype, dim, api):
+    x = make_input((5, 7, 1021), in_dtype, device)
+    out = check_sum(x, dim, dtype=out_dtype, api=api)
+    assert out.dtype == out_dtype
+
+
+def test_sum_dtype_float32_of_bfloat16_keeps_float32_precision(device):
+    # 4096 values of 1 + 2^-7 (exact in bfloat16): a bfloat16 running sum stalls near 256;
+    # a float32 one is exact (4128).
+    x = torch.full((4096,), 1 + 1 / 128, dtype=torch.bfloat16, device=device)
+    out = reduce_ops.sum(x, dtype=torch.float32)
+    assert out.item() == 4096 * (1 + 1 / 128)
+
+
+def test_sum_half_accumulates_in_float32(device):
+    # 2^16 values of 1.0: a float16 accumulator overflows at 65504 / stalls at 2048.
+    x = torch.ones(1 << 16, dtype=torch.float16, device=device)
+    out = reduce_ops.sum(x, dtype=torch.float32)
+    assert out.item() == float(1 << 16)
+    # and rows of 3000 ones summed to float16: 3000 is exact in float16, 2048 + 1 is not.
+    rows = torch.ones(4, 3000, dtype=torch.float16, device=device)
+    assert torch.equal(reduce_ops.sum(rows, -1), torch.full((4,), 3000.0, dtype=torch.float16, device=device))
+
+
+def test_sum_float64_accumulates_in_float64(device):
+    # 1 + 2^-30 is 1.0 in float32; every partial sum k * (1 + 2^-30), k <= 1000, is exact in
+    # float64 (40 significant bits), so a float64 accumulation gives exactly this, in any order.
+    x = torch.full((1000,), 1 + 2 ** -30, dtype=torch.float64, device=device)
+    assert reduce_ops.sum(x).item() == 1000 * (1 + 2 ** -30)
+    assert reduce_ops.sum(x.view(8, 125), 1).eq(125 * (1 + 2 ** -30)).all()
+
+
+CONSTANT_CASES = [((1 << 20,), None), ((1 << 18, 3), 0), ((3, 1 << 18), 1), ((8192, 64), 0),
+                  ((64, 64, 256), (0, 1)), ((1021, 1031), 0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", CONSTANT_CASES, ids=str)
+def test_sum_of_constant_input_is_accurate(device, dtype, shape, dim):
+    # Equal addends round the same way step after step, so a long sequential float32 sum drifts
+    # like n * u instead of a random walk; the float32 accumulation bound must hold anyway.
+    x = torch.full(shape, 0.1, dtype=dtype, device=device)
+    check_sum(x, dim, dtype=torch.float32)
+    check_sum(x, dim)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", [((1 << 26,), None), ((1 << 22, 4), 0), ((4, 1 << 22), 1),
+                                       ((1 << 16, 1024), 0), ((256, 256, 256), (0, 2))], ids=str)
+def test_sum_of_constant_input_is_accurate_large_cuda(dtype, shape, dim):
+    x = torch.full(shape, 0.1, dtype=dtype, device="cuda")
+    check_sum(x, dim, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("in_dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("out_dtype", [torch.int64, torch.int32, torch.bool, torch.complex64], ids=dtype_id)
+def test_sum_non_floating_dtype_argument_raises(device, in_dtype, out_dtype):
+    # SPEC: "Any other dtype raises a RuntimeError naming the op and the dtype" (torch itself
+    # would sum into an int64/complex output; our op supports floating outputs only).
+    x = make_input((3, 4), in_dtype, device)
+    with pytest.raises(RuntimeError) as info:
+        reduce_ops.sum(x, dtype=out_dtype)
+    assert "sum" in str(info.value) and message_names_dtype(str(info.value), out_dtype), str(info.value)
+
+
+# ---- 0-d and empty ---------------------------------------------------------------------------
+
+ZERO_D_DIMS = [None, 0, -1, [0], (-1,)]
+
+
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("dim", ZERO_D_DIMS, ids=str)
+def test_sum_0d(device, dtype, dim, keepdim):
+    x = make_input((), dtype, device)
+    out = check_sum(x, dim, keepdim)
+    assert out.dim() == 0
+    assert out.data_ptr() != x.data_ptr(), "a 0-d sum must be a fresh tensor"
+
+
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("dim", ZERO_D_DIMS, ids=str)
+def test_amax_0d(device, dtype, dim, keepdim):
+    x = make_input((), dtype, device)
+    out = check_amax(x, dim, keepdim)
+    assert out.data_ptr() != x.data_ptr(), "a 0-d amax must be a fresh tensor"
+
+
+@pytest.mark.parametrize("op", ["sum", "amax"])
+@pytest.mark.parametrize("dim", [1, -2, [1]], ids=str)
+def test_0d_dim_out_of_range_raises_index_error(device, op, dim):
+    x = make_input((), torch.float32, device)
+    with pytest.raises(IndexError):
+        getattr(reduce_ops, op)(x, dim)
+
+
+EMPTY_CASES = [((0,), None), ((0,), 0), ((3, 0, 4), None), ((3, 0, 4), 1), ((3, 0, 4), (0, 1)),
+               ((3, 0, 4), 2), ((3, 0, 4), (0, 2)), ((0, 5), -1), ((0, 5), 0)]
+
+
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("shape,dim", EMPTY_CASES, ids=str)
+def test_sum_of_empty_tensor_is_zero(device, dtype, shape, dim, keepdim):
+    x = make_input(shape, dtype, device)
+    out = check_sum(x, dim, keepdim)
+    assert (out == 0).all()
+
+
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("shape,dim", [((3, 0, 4), 0), ((3, 0, 4), 2), ((3, 0, 4), (0, 2)), ((0, 5), -1)],
+                         ids=str)
+def test_amax_of_empty_tensor_over_nonzero_dims_is_empty(device, dtype, shape, dim, keepdim):
+    x = make_input(shape, dtype, device)
+    out = check_amax(x, dim, keepdim)
+    assert out.numel() == 0
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 0, 4), 1), ((3, 0, 4), (0, 1)), ((3, 0, 4), None),
+                                       ((0,), None), ((0,), 0), ((5, 0), -1)], ids=str)
+def test_amax_over_zero_size_dim_raises_like_torch(device, dtype, shape, dim):
+    x = make_input(shape, dtype, device)
+    exc = expected_exception(lambda: torch_amax(x, dim))
+    with pytest.raises(exc):
+        reduce_ops.amax(x, dim)
+    with pytest.raises(exc):
+        torch.ops.reduce_ops.amax(x, dim)
+
+
+# ---- amax special values ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+@pytest.mark.parametrize("cols", [7, 1021, 70000], ids=lambda c: f"cols{c}")
+def test_amax_nan_propagates(device, dtype, where, cols):
+    x = make_input((5, cols), dtype, device)
+    col = {"first": 0, "middle": cols // 2, "last": cols - 1}[where]
+    x[1, col] = float("nan")
+    x[3, :] = float("-inf")
+    x[3, col] = float("nan")  # NaN beats -inf
+    x[4, col] = float("nan")
+    x[4, (col + 1) % cols] = float("inf")  # NaN beats +inf, in either order
+    out = check_amax(x, -1)
+    assert torch.isnan(out[[1, 3, 4]]).all() and not torch.isnan(out[[0, 2]]).any()
+    out_cols = check_amax(x, 0)  # the same NaNs seen down the columns
+    assert torch.isnan(out_cols[col])
+    assert torch.isnan(check_amax(x))  # and over everything
+
+
+def test_amax_nan_propagates_in_a_large_flat_reduction(device, dtype):
+    n = (1 << 20) + 3
+    for index in (0, n // 3, n - 1):
+        x = make_input((n,), dtype, device)
+        x[index] = float("nan")
+        assert torch.isnan(reduce_ops.amax(x)), f"NaN at {index} of {n} was lost"
+
+
+def test_amax_all_neg_inf_gives_neg_inf(device, dtype):
+    x = torch.full((4, 1021), float("-inf"), dtype=dtype, device=device)
+    out = check_amax(x, -1)
+    assert (out == float("-inf")).all()
+    assert check_amax(x).item() == float("-inf")
+
+
+@pytest.mark.parametrize("cols", [1, 7, 1021, 70000], ids=lambda c: f"cols{c}")
+def test_amax_all_negative_inputs(device, dtype, cols):
+    # An identity of 0 or FLT_MIN (the smallest *positive* float) would win over these.
+    x = -(make_input((3, cols), dtype, device).abs() + 1)
+    x[1] = -torch.finfo(dtype).max  # the most negative finite value
+    x[2] = -torch.finfo(dtype).tiny  # negative, but closer to 0 than any identity but -inf
+    out = check_amax(x, -1)
+    assert (out < 0).all()
+    check_amax(x, 0)
+    check_amax(x)
+
+
+def test_amax_pos_inf_wins(device, dtype):
+    x = make_input((3, 1021), dtype, device)
+    x[1, 500] = float("inf")
+    out = check_amax(x, -1)
+    assert out[1].item() == float("inf")
+
+
+def test_amax_of_signed_zeros_is_zero(device, dtype):
+    x = torch.tensor([[-0.0, 0.0, -0.0], [-0.0, -0.0, -0.0]], dtype=dtype, device=device)
+    out = check_amax(x, -1)
+    assert (out == 0).all()
+
+
+# ---- sum special values ----------------------------------------------------------------------
+
+def test_sum_nan_and_inf_follow_torch(device, dtype):
+    x = make_input((4, 1021), dtype, device)
+    x[0, 3] = float("nan")
+    x[1, 7] = float("inf")
+    x[2, 8] = float("inf")
+    x[2, 9] = float("-inf")
+    x[3, 10] = float("-inf")
+    check_sum(x, -1)
+    check_sum(x)
+
+
+# ---- dims ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["sum", "amax"])
+@pytest.mark.parametrize("dim", [2, -3, [0, 2], (5,), [-4]], ids=str)
+def test_dim_out_of_range_raises_index_error(device, op, dim):
+    x = make_input((3, 4), torch.float32, device)
+    with pytest.raises(IndexError):
+        getattr(reduce_ops, op)(x, dim)
+    with pytest.raises(IndexError):
+        getattr(torch.ops.reduce_ops, op)(x, dim)
+
+
+@pytest.mark.parametrize("op", ["sum", "amax"])
+@pytest.mark.parametrize("dim", [(0, 0), [1, -1], (0, 1, 0), [-2, 0]], ids=str)
+def test_duplicate_dims_raise_runtime_error(device, op, dim):
+    x = make_input((3, 4), torch.float32, device)
+    with pytest.raises(RuntimeError):
+        getattr(reduce_ops, op)(x, dim)
+    with pytest.raises(RuntimeError):
+        getattr(torch.ops.reduce_ops, op)(x, dim)
+
+
+@pytest.mark.parametrize("op", ["sum", "amax"])
+@pytest.mark.parametrize("dim", [[], ()], ids=["list", "tuple"])
+def test_empty_dim_list_reduces_all_like_torch(device, op, dim):
+    # SPEC is silent on dim=[]; torch.sum and torch.amax reduce every dim for it.
+    x = make_input((3, 4, 5), torch.float32, device)
+    if op == "sum":
+        check_sum(x, dim)
+        check_sum(x, dim, keepdim=True)
+    else:
+        check_amax(x, dim)
+        check_amax(x, dim, keepdim=True)
+
+
+@pytest.mark.parametrize("op", ["sum", "amax"])
+def test_dim_accepts_int_list_tuple_and_none(device, op):
+    x = make_input((3, 4, 5), torch.float32, device)
+    fn = getattr(reduce_ops, op)
+    by_int = fn(x, 1)
+    assert torch.equal(by_int, fn(x, [1])) and torch.equal(by_int, fn(x, (1,))) and torch.equal(by_int, fn(x, -2))
+    assert torch.equal(fn(x, (0, 2)), fn(x, [2, 0]))
+    assert torch.equal(fn(x, None), fn(x, (0, 1, 2)))
+    assert torch.equal(fn(x), fn(x, None))
+
+
+def test_keyword_arguments(device):
+    x = make_input((3, 4, 5), torch.bfloat16, device)
+    out = reduce_ops.sum(x, dim=(0, 2), keepdim=True, dtype=torch.float32)
+    assert out.shape == (1, 4, 1) and out.dtype == torch.float32
+    out = reduce_ops.amax(x, dim=[1], keepdim=True)
+    assert out.shape == (3, 1, 5) and out.dtype == torch.bfloat16
+
+
+# ---- dtypes ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["sum", "amax"])
+@pytest.mark.parametrize("bad_dtype", INT_LIKE_DTYPES, ids=dtype_id)
+def test_unsupported_input_dtype_raises_naming_op_and_dtype(device, op, bad_dtype):
+    x = torch.ones(3, 4, device=device).to(bad_dtype)
+    for fn in (getattr(reduce_ops, op), getattr(torch.ops.reduce_ops, op)):
+        with pytest.raises(RuntimeError) as info:
+            fn(x, -1)
+        message = str(info.value)
+        assert op in message and message_names_dtype(message, bad_dtype), message
+
+
+# ---- determinism -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", [((1 << 20,), None), ((1021, 1031), 0), ((1021, 1031), 1),
+                                       ((64, 128, 129), (0, 2))], ids=str)
+def test_sum_is_deterministic(device, dtype, shape, dim):
+    x = make_input(shape, dtype, device, scale=100.0)
+    first = reduce_ops.sum(x, dim)
+    for _ in range(3):
+        assert_same_bits(reduce_ops.sum(x, dim), first)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", [((1 << 26,), None), ((1 << 26,), 0), ((1 << 13, 1 << 13), 0),
+                                       ((8, 1 << 23), 1), ((1 << 23, 8), 0), ((512, 512, 256), (0, 2))],
+                         ids=str)
+def test_sum_is_deterministic_on_large_cuda_inputs(dtype, shape, dim):
+    # Float atomics or a launch-dependent split would change the low bits between runs.
+    x = make_input(shape, dtype, "cuda", scale=100.0)
+    first = reduce_ops.sum(x, dim, dtype=torch.float32)
+    other = torch.empty(1 << 20, device="cuda")  # disturb the allocator and the SMs in between
+    for _ in range(5):
+        other.uniform_()
+        assert_same_bits(reduce_ops.sum(x, dim, dtype=torch.float32), first)
+        assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
+
+
+# ---- > 2^31 elements (CUDA, slow) ------------------------------------------------------------
+
+def _chunked_float64_sum(x, chunk=1 << 26):
+    flat = x.reshape(-1)
+    total = torch.zeros((), dtype=torch.float64, device=x.device)
+    for start in range(0, flat.numel(), chunk):
+        total += flat[start:start + chunk].double().sum()
+    return total
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+def test_sum_and_amax_over_more_than_2_31_elements(big_gpu, dtype):
+    n = (1 << 31) + (1 << 20) + 3
+    # Positive values, so a skipped or twice-read block moves the sum by far more than the
+    # float32 accumulation bound (|x| sums to the sum itself here).
+    x = torch.empty(n, dtype=dtype, device=big_gpu).uniform_(0.5, 1.5)
+    ref = _chunked_float64_sum(x)
+    out = reduce_ops.sum(x, dtype=torch.float32)
+    assert abs(out.double() - ref) <= 1e-5 * ref + 1, (out.item(), ref.item())
+    out_lowp = reduce_ops.sum(x)
+    assert out_lowp.dtype == dtype
+    # float16 overflows at 65504: the sum is +inf, as torch.sum gives; bfloat16 within 1 ulp.
+    if dtype == torch.float16:
+        assert out_lowp.item() == float("inf")
+    else:
+        assert abs(out_lowp.double() - ref) <= 2 ** -7 * ref
+    # The unique maximum lives past index 2^31, then at the very end.
+    for index in ((1 << 31) + 5, n - 1):
+        x[index] = 2.0
+        assert reduce_ops.amax(x).item() == 2.0, f"max at {index} missed"
+        x[index] = 1.0
+    x[(1 << 31) + 17] = float("nan")
+    assert torch.isnan(reduce_ops.amax(x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dim", [0, 1], ids=str)
+def test_sum_and_amax_2d_with_more_than_2_31_elements(big_gpu, dim):
+    rows, cols = (1 << 20) + 3, 2049  # 2.15e9 elements: the offsets of the last rows pass 2^31
+    x = torch.empty(rows, cols, dtype=torch.bfloat16, device=big_gpu).uniform_(0.5, 1.5)
+    out = reduce_ops.sum(x, dim, dtype=torch.float32)
+    chunk = 1 << 16
+    parts = [x[s:s + chunk].double().sum(dim) for s in range(0, rows, chunk)]
+    ref = torch.stack(parts).sum(0) if dim == 0 else torch.cat(parts)
+    err = (out.double() - ref).abs()
+    assert (err <= 1e-5 * ref).all(), f"max error {err.max().item()} at {err.argmax().item()}"
+    x[rows - 1, cols - 1] = 2.0
+    x[rows - 2, 3] = float("nan")
+    am = reduce_ops.amax(x, dim)
+    ref_am = torch.amax(x, dim)
+    assert_exactly_equal(am, ref_am)
+    x[rows - 2, 3] = 1.0
+    assert reduce_ops.amax(x).item() == 2.0
+
+
+# ---- properties ------------------------------------------------------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_sum_property(data):
+    x = data.draw(strided_tensors())
+    dim = data.draw(dim_args(x.dim()))
+    keepdim = data.draw(st.booleans())
+    dtype = data.draw(st.sampled_from([None, torch.float32, torch.float64]))
+    check_sum(x, dim, keepdim, dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_amax_property(data):
+    x = data.draw(strided_tensors())
+    dim = data.draw(dim_args(x.dim()))
+    keepdim = data.draw(st.booleans())
+    if x.numel() > 0 and data.draw(st.booleans()):
+        flat_index = data.draw(st.integers(0, x.numel() - 1))
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat_index), x.shape))
+        x[index] = float("nan")  # x is a view with no self-overlap: this writes one element
+    try:
+        expected = torch_amax(x, dim, keepdim)
+    except (IndexError, RuntimeError) as e:
+        with pytest.raises(type(e)):
+            reduce_ops.amax(x, dim, keepdim)
+        return
+    out = reduce_ops.amax(x, dim, keepdim)
+    assert_like_torch_result(out, expected, x.device)
+    assert_exactly_equal(out, expected)

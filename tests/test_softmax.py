@@ -1,0 +1,294 @@
+"""reduce_ops.softmax(x, dim=-1, *, dtype=None) == torch.softmax(x, dim, dtype=dtype).
+
+Any row length, from 1 to the whole tensor. On CUDA the kernel changes strategy with the row
+length (a warp per row in registers, a block per row cached in shared memory, rows split
+over several blocks), so the row lengths below straddle every plausible threshold, for every
+dtype (the thresholds depend on the element size), with few rows and with many.
+"""
+import pytest
+import torch
+
+import reduce_ops
+from conftest import (
+    _FLOAT_FORMAT, ARITHMETIC_RTOL, accumulate_dtype, unit_roundoff, DTYPES, HAS_CUDA, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference, assert_like_torch_result,
+    dtype_id, make_input, message_names_dtype, reference_softmax, requires_cuda, softmax_tolerance,
+)
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from conftest import strided_tensors  # noqa: E402
+
+ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
+               40000, 70000, 300007]
+# Elements per test: enough rows to fill a GPU; on CPU modest, to keep the suite fast.
+MANY_ROWS_BUDGET = {"cpu": 1 << 18, "cuda": 1 << 24}
+
+
+def check_softmax(x, dim=-1, dtype=None, api="python"):
+    if api == "python":
+        out = reduce_ops.softmax(x, dim, dtype=dtype)
+    else:
+        out = torch.ops.reduce_ops.softmax(x, dim, dtype=dtype)
+    expected = torch.softmax(x, dim, dtype=dtype)
+    assert_like_torch_result(out, expected, x.device)
+    assert_close_to_reference(out, reference_softmax(x, dim, dtype), expected.dtype,
+                              **softmax_tolerance(expected.dtype))
+    return out
+
+
+@pytest.mark.parametrize("rows", ["few", "many"])
+@pytest.mark.parametrize("cols", ROW_LENGTHS, ids=lambda c: f"cols{c}")
+def test_softmax_row_lengths(device, dtype, cols, rows):
+    n_rows = 3 if rows == "few" else max(1, min(1 << 14, MANY_ROWS_BUDGET[device] // cols))
+    if rows == "many" and n_rows <= 3:
+        n_rows = 5 if device == "cuda" else 2
+    x = make_input((n_rows, cols), dtype, device)
+    check_softmax(x, -1)
+
+
+@pytest.mark.parametrize("api", ["python", "torch.ops"])
+@pytest.mark.parametrize("shape,dim", [
+    ((5, 7, 13), -1), ((5, 7, 13), 2), ((5, 7, 13), 0), ((5, 7, 13), 1), ((5, 7, 13), -2),
+    ((5, 7, 13), -3), ((33, 4, 129), 0), ((33, 4, 129), 1), ((1025, 3, 5), 0), ((3, 1025, 5), -2),
+    ((5000, 33), 0), ((7, 40000), 0), ((1021,), 0), ((1021,), -1), ((2, 3, 5, 7), 1),
+], ids=str)
+def test_softmax_dims(device, dtype, shape, dim, api):
+    x = make_input(shape, dtype, device)
+    check_softmax(x, dim, api=api)
+
+
+def test_softmax_default_dim_is_last(device):
+    x = make_input((4, 5, 6), torch.float32, device)
+    assert torch.equal(reduce_ops.softmax(x), reduce_ops.softmax(x, -1))
+    assert torch.equal(torch.ops.reduce_ops.softmax(x), reduce_ops.softmax(x, 2))
+
+
+@pytest.mark.parametrize("dim", [-1, 0, 1])
+def test_softmax_layouts(device, dtype, layout, dim):
+    x = make_input((5, 7, 129), dtype, device, layout)
+    check_softmax(x, dim)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("cols", [1025, 70000], ids=lambda c: f"cols{c}")
+def test_softmax_layouts_long_rows(device, layout, cols):
+    x = make_input((3, 2, cols), torch.bfloat16, device, layout)
+    check_softmax(x, -1)
+
+
+def test_softmax_whole_tensor(device, dtype):
+    # softmax(x.flatten(), 0): a single row of every element (2^22 on CUDA, 2^20 on CPU).
+    n = (1 << 22) if device == "cuda" else (1 << 20)
+    x = make_input((n >> 10, 1 << 10), dtype, device)
+    check_softmax(x.flatten(), 0)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape", [(1, 1 << 20), (2, 3_000_017), (64, 70000), (4096, 4096), (1 << 16, 33),
+                                   (1 << 20, 3)], ids=str)
+def test_softmax_large_cuda(dtype, shape):
+    x = make_input(shape, dtype, "cuda")
+    check_softmax(x, -1)
+
+
+# ---- dtype= ----------------------------------------------------------------------------------
+
+SOFTMAX_DTYPE_PAIRS = [
+    (torch.bfloat16, torch.float32), (torch.float16, torch.float32), (torch.float32, torch.float64),
+    (torch.bfloat16, torch.float64), (torch.float64, torch.float32), (torch.float32, torch.bfloat16),
+    (torch.float32, torch.float32),
+]
+
+
+@pytest.mark.parametrize("api", ["python", "torch.ops"])
+@pytest.mark.parametrize("cols", [7, 1025, 70000], ids=lambda c: f"cols{c}")
+@pytest.mark.parametrize("in_dtype,out_dtype", SOFTMAX_DTYPE_PAIRS,
+                         ids=[f"{dtype_id(a)}->{dtype_id(b)}" for a, b in SOFTMAX_DTYPE_PAIRS])
+def test_softmax_dtype_argument(device, in_dtype, out_dtype, cols, api):
+    x = make_input((3, cols), in_dtype, device)
+    out = check_softmax(x, -1, dtype=out_dtype, api=api)
+    assert out.dtype == out_dtype
+
+
+def test_softmax_bfloat16_in_float32_out_is_float32_accurate(device):
+    # The float32 result must not have been rounded through bfloat16 on the way.
+    x = make_input((4, 1000), torch.bfloat16, device)
+    out = reduce_ops.softmax(x, -1, dtype=torch.float32)
+    assert_close_to_reference(out, reference_softmax(x, -1), torch.float32, **softmax_tolerance(torch.float32))
+
+
+@pytest.mark.parametrize("bad_dtype", [torch.int32, torch.int64, torch.bool], ids=dtype_id)
+def test_softmax_non_floating_dtype_argument_raises(device, bad_dtype):
+    x = make_input((3, 4), torch.float32, device)
+    with pytest.raises(RuntimeError) as info:
+        reduce_ops.softmax(x, -1, dtype=bad_dtype)
+    assert "softmax" in str(info.value) and message_names_dtype(str(info.value), bad_dtype), str(info.value)
+
+
+@pytest.mark.parametrize("bad_dtype", INT_LIKE_DTYPES, ids=dtype_id)
+def test_softmax_unsupported_input_dtype_raises_naming_op_and_dtype(device, bad_dtype):
+    x = torch.ones(3, 4, device=device).to(bad_dtype)
+    for fn in (reduce_ops.softmax, torch.ops.reduce_ops.softmax):
+        with pytest.raises(RuntimeError) as info:
+            fn(x, -1)
+        message = str(info.value)
+        assert "softmax" in message and message_names_dtype(message, bad_dtype), message
+
+
+# ---- special values --------------------------------------------------------------------------
+
+SPECIAL_COLS = [1, 7, 1025, 5000, 70000, 300007]
+
+
+@pytest.mark.parametrize("cols", SPECIAL_COLS, ids=lambda c: f"cols{c}")
+def test_softmax_all_neg_inf_row_gives_nan(device, dtype, cols):
+    x = make_input((3, cols), dtype, device)
+    x[1] = float("-inf")
+    out = check_softmax(x, -1)
+    assert torch.isnan(out[1]).all()
+    assert not torch.isnan(out[[0, 2]]).any()
+
+
+@pytest.mark.parametrize("cols", SPECIAL_COLS[1:], ids=lambda c: f"cols{c}")
+def test_softmax_neg_inf_entries_give_zero(device, dtype, cols):
+    x = make_input((3, cols), dtype, device)
+    x[1, ::2] = float("-inf")
+    x[2, :-1] = float("-inf")  # one finite entry left: it gets probability 1
+    out = check_softmax(x, -1)
+    assert (out[1, ::2] == 0).all()
+    assert out[2, -1].item() == 1.0 and (out[2, :-1] == 0).all()
+
+
+@pytest.mark.parametrize("cols", SPECIAL_COLS, ids=lambda c: f"cols{c}")
+def test_softmax_nan_in_row_makes_row_nan(device, dtype, cols):
+    x = make_input((3, cols), dtype, device)
+    x[1, cols // 2] = float("nan")
+    out = check_softmax(x, -1)
+    assert torch.isnan(out[1]).all()
+    assert not torch.isnan(out[[0, 2]]).any()
+
+
+@pytest.mark.parametrize("cols", SPECIAL_COLS[1:], ids=lambda c: f"cols{c}")
+def test_softmax_pos_inf_in_row_follows_torch(device, dtype, cols):
+    # SPEC is silent; torch gives NaN for the whole row (inf - inf).
+    x = make_input((3, cols), dtype, device)
+    x[1, cols // 3] = float("inf")
+    check_softmax(x, -1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("cols", [7, 1025, 5000, 70000, 300007], ids=lambda c: f"cols{c}")
+def test_softmax_large_values_do_not_overflow(device, dtype, cols):
+    # exp(1e4) overflows every float type: only max subtraction gets these right.
+    x = 1e4 + make_input((2, cols), torch.float32, device)
+    x[1] = -x[1]  # large negative values: exp underflows without max subtraction
+    x = x.to(dtype)
+    out = check_softmax(x, -1)
+    assert torch.isfinite(out).all()
+
+
+def test_softmax_wide_spread_values(device, dtype):
+    # scale 1e4: most probabilities underflow to 0, a few are O(1) - still torch's answer.
+    x = make_input((4, 1025), torch.float32, device, scale=1e4).to(dtype)
+    check_softmax(x, -1)
+
+
+def test_softmax_rows_sum_to_one(device, dtype):
+    x = make_input((64, 1000), dtype, device, scale=3.0)
+    out = reduce_ops.softmax(x, -1).double()
+    # each output is within an ulp (of its own binade, at most 2 * unit roundoff relative,
+    # or one subnormal spacing absolute) of the exact probability, and those sum to 1.
+    _, emin = _FLOAT_FORMAT[dtype]
+    rel = max(2 * unit_roundoff(dtype), ARITHMETIC_RTOL[accumulate_dtype(dtype)])
+    tol = rel + x.shape[-1] * 2.0 ** (emin - _FLOAT_FORMAT[dtype][0])
+    assert ((out.sum(-1) - 1).abs() <= tol).all(), (out.sum(-1) - 1).abs().max()
+    assert (out >= 0).all() and (out <= 1).all()
+
+
+# ---- 0-d, empty, bad dims --------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_softmax_0d(device, dtype, dim):
+    x = make_input((), dtype, device)
+    out = check_softmax(x, dim)
+    assert out.item() == 1.0
+    assert out.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 0), -1), ((0, 5), -1), ((0, 5), 0), ((0,), 0), ((2, 0, 3), 1),
+                                       ((2, 0, 3), 2)], ids=str)
+def test_softmax_empty(device, dtype, shape, dim):
+    x = make_input(shape, dtype, device)
+    out = check_softmax(x, dim)
+    assert out.numel() == 0
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 4), 2), ((3, 4), -3), ((), 1), ((), -2), ((5,), 1)], ids=str)
+def test_softmax_dim_out_of_range_raises_index_error(device, shape, dim):
+    x = make_input(shape, torch.float32, device)
+    with pytest.raises(IndexError):
+        reduce_ops.softmax(x, dim)
+    with pytest.raises(IndexError):
+        torch.ops.reduce_ops.softmax(x, dim)
+
+
+def test_softmax_does_not_modify_input(device, layout):
+    x = make_input((5, 7, 129), torch.float32, device, layout)
+    before = x.clone()
+    reduce_ops.softmax(x, -1)
+    reduce_ops.softmax(x, 0)
+    assert torch.equal(x, before)
+
+
+# ---- > 2^31 (CUDA, slow) ---------------------------------------------------------------------
+
+def _check_long_row_softmax(x, out, chunk=1 << 26):
+    """Compare softmax of the 1-D `x` with a float64 reference computed chunk by chunk."""
+    n = x.numel()
+    row_max = torch.amax(x).double()
+    total = torch.zeros((), dtype=torch.float64, device=x.device)
+    for s in range(0, n, chunk):
+        total += torch.exp(x[s:s + chunk].double() - row_max).sum()
+    for s in range(0, n, chunk):
+        ref = torch.exp(x[s:s + chunk].double() - row_max) / total
+        assert_close_to_reference(out[s:s + chunk], ref, out.dtype, **softmax_tolerance(out.dtype))
+
+
+@pytest.mark.slow
+def test_softmax_row_longer_than_2_31(big_gpu):
+    n = (1 << 31) + 17
+    x = torch.randn(n, dtype=torch.bfloat16, device=big_gpu)
+    x[(1 << 31) + 3] = 12.0  # the row's maximum lies past 2^31
+    out = reduce_ops.softmax(x, 0)
+    assert out.shape == (n,) and out.dtype == torch.bfloat16
+    _check_long_row_softmax(x, out)
+
+
+@pytest.mark.slow
+def test_softmax_whole_tensor_of_2_30_elements(big_gpu):
+    # SPEC names it: softmax(x.flatten(), 0) on 2^30 elements.
+    x = torch.randn(1 << 15, 1 << 15, dtype=torch.float32, device=big_gpu)
+    out = reduce_ops.softmax(x.flatten(), 0)
+    _check_long_row_softmax(x.flatten(), out)
+
+
+@pytest.mark.slow
+def test_softmax_more_than_2_31_elements_in_many_rows(big_gpu):
+    rows, cols = 4099, (1 << 19) + 1  # 2.15e9 elements
+    x = torch.randn(rows, cols, dtype=torch.bfloat16, device=big_gpu)
+    out = reduce_ops.softmax(x, -1)
+    for r in (0, rows // 2, rows - 2, rows - 1):
+        _check_long_row_softmax(x[r], out[r])
+
+
+# ---- properties ------------------------------------------------------------------------------
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_softmax_property(data):
+    x = data.draw(strided_tensors())
+    dim = data.draw(st.integers(-max(x.dim(), 1), max(x.dim(), 1) - 1))
+    dtype = data.draw(st.sampled_from([None, torch.float32]))
+    check_softmax(x, dim, dtype)
