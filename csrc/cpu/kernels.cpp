@@ -26,16 +26,29 @@ constexpr int64_t kColumnTile = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Plain partials over kBlockLen elements (vectorizable), each folded into a compensated
+// accumulator: the rounding of a sum grows with the block length, not the row length.
+constexpr int64_t kBlockLen = 256;
+
 template <typename Acc, typename Op, typename In>
 Accumulator<Acc, Op> reduce_strided(const In* x, int64_t n, int64_t stride) {
-  Accumulator<Acc, Op> lanes[kLanes];
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int k = 0; k < kLanes; ++k) lanes[k].add(static_cast<Acc>(x[(i + k) * stride]));
+  const Op op;
+  Accumulator<Acc, Op> acc;
+  for (int64_t b = 0; b < n; b += kBlockLen) {
+    const int64_t len = std::min(kBlockLen, n - b);
+    const In* xb = x + b * stride;
+    Acc lanes[kLanes];
+    for (Acc& l : lanes) l = Op::identity();
+    int64_t i = 0;
+    if (stride == 1) {
+      for (; i + kLanes <= len; i += kLanes) {
+        for (int k = 0; k < kLanes; ++k) lanes[k] = op(lanes[k], static_cast<Acc>(xb[i + k]));
+      }
+    }
+    for (; i < len; ++i) lanes[i % kLanes] = op(lanes[i % kLanes], static_cast<Acc>(xb[i * stride]));
+    for (int k = 0; k < kLanes; ++k) acc.add(lanes[k]);
   }
-  for (; i < n; ++i) lanes[0].add(static_cast<Acc>(x[i * stride]));
-  for (int k = 1; k < kLanes; ++k) lanes[0].merge(lanes[k]);
-  return lanes[0];
+  return acc;
 }
 
 template <typename In, typename Out, typename Acc, typename Op>
@@ -68,9 +81,19 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
         const int64_t i0 = tile * kColumnTile, width = std::min(kColumnTile, g.inner - i0);
         const int64_t r0 = chunk * kChunk, r1 = std::min(g.reduced, r0 + kChunk);
         std::fill(acc, acc + width, Accum());
-        for (int64_t r = r0; r < r1; ++r) {
-          const In* row = x + o * g.outer_stride + r * g.reduced_stride + i0 * g.inner_stride;
-          for (int64_t i = 0; i < width; ++i) acc[i].add(static_cast<Acc>(row[i * g.inner_stride]));
+        for (int64_t rb = r0; rb < r1; rb += kBlockLen) {
+          // Plain per-column partials over a block of rows, folded compensated (as rows do).
+          Acc plain[kColumnTile];
+          std::fill(plain, plain + width, Op::identity());
+          for (int64_t r = rb; r < std::min(r1, rb + kBlockLen); ++r) {
+            const In* row = x + o * g.outer_stride + r * g.reduced_stride + i0 * g.inner_stride;
+            if (g.inner_stride == 1) {
+              for (int64_t i = 0; i < width; ++i) plain[i] = Op()(plain[i], static_cast<Acc>(row[i]));
+            } else {
+              for (int64_t i = 0; i < width; ++i) plain[i] = Op()(plain[i], static_cast<Acc>(row[i * g.inner_stride]));
+            }
+          }
+          for (int64_t i = 0; i < width; ++i) acc[i].add(plain[i]);
         }
         for (int64_t i = 0; i < width; ++i) emit(chunk, o * g.inner + i0 + i, acc[i]);
       }
