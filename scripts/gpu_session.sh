@@ -20,8 +20,12 @@ for stage in "$@"; do
       summary+=("smoke rc=$?: $(tail -n +1 "$OUT/smoke.log" | grep -c '^BAD') bad")
       grep -v '^ok ' "$OUT/smoke.log" | tail -60 ;;
     test)
-      timeout 420 python3 -m pytest tests -q -rs -p no:cacheprovider --durations=10 --maxfail=30 > "$OUT/pytest.log" 2>&1
-      summary+=("pytest rc=$?: $(tail -1 "$OUT/pytest.log")")
+      # One pytest per file, so that a crash in one file cannot hide the others' results.
+      : > "$OUT/pytest.log"
+      for f in tests/test_*.py; do
+        timeout 300 python3 -m pytest "$f" -q -rfEs -p no:cacheprovider --durations=5 >> "$OUT/pytest.log" 2>&1
+        summary+=("pytest $f rc=$?: $(tail -1 "$OUT/pytest.log")")
+      done
       grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 ;;
     sanitize)
       for tool in memcheck racecheck; do

@@ -33,7 +33,11 @@ int64_t grid_for(int64_t items) {
 }
 
 template <typename In, typename Out, typename Acc, typename Op>
-void launch_rows_pass(const In* x, Out* out, const RowsArgs& a, cudaStream_t stream) {
+void launch_rows_pass(const In* x, Out* out, RowsArgs a, cudaStream_t stream) {
+  constexpr int kVec = kMaxVec<In>;
+  const int64_t seg_len = a.splits > 1 ? a.chunk : a.cols;
+  a.aligned = a.elem_stride == 1 && is_aligned(x, 16) && a.cols % kVec == 0 && seg_len % kVec == 0 &&
+              a.outer_stride % kVec == 0 && (a.inner == 1 || a.inner_stride % kVec == 0);
   const int64_t items = a.rows * a.splits;
   const int64_t seg = a.splits > 1 ? a.chunk : a.cols;
   const int vec = a.elem_stride == 1 ? kMaxVec<In> : 1;
@@ -56,7 +60,8 @@ void launch_rows_pass(const In* x, Out* out, const RowsArgs& a, cudaStream_t str
 // Rows: few long rows are split over blocks (partials in Acc, then a second rows pass).
 template <typename In, typename Out, typename Acc, typename Op>
 void launch_rows(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, cudaStream_t stream) {
-  RowsArgs a{g.outer * g.inner, g.reduced, g.inner, g.outer_stride, g.inner_stride, g.reduced_stride, 1, g.reduced};
+  RowsArgs a{g.outer * g.inner, g.reduced, g.inner, g.outer_stride, g.inner_stride, g.reduced_stride, 1, g.reduced,
+             false};
   const int64_t target_blocks = static_cast<int64_t>(sm_count()) * kBlocksPerSM;
   if (a.rows < target_blocks && a.cols >= 2 * kMinSplitChunk) {
     a.splits = std::min(ceil_div(target_blocks, a.rows), ceil_div(a.cols, kMinSplitChunk));
@@ -69,24 +74,36 @@ void launch_rows(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
   }
   at::Tensor partial = at::empty({a.rows * a.splits}, x.options().dtype(c10::CppTypeToScalarType<Acc>::value));
   launch_rows_pass<In, Acc, Acc, Op>(x.const_data_ptr<In>(), partial.mutable_data_ptr<Acc>(), a, stream);
-  const RowsArgs second{a.rows, a.splits, 1, a.splits, 0, 1, 1, a.splits};
+  const RowsArgs second{a.rows, a.splits, 1, a.splits, 0, 1, 1, a.splits, false};
   launch_rows_pass<Acc, Out, Acc, Op>(partial.const_data_ptr<Acc>(), out.mutable_data_ptr<Out>(), second, stream);
 }
 
-template <typename In, typename Out, typename Acc, typename Op>
-void launch_cols_pass(const In* x, Out* out, const ColsArgs& a, cudaStream_t stream) {
+// Columns: lanes across columns (kVec each), the rest of the block across the reduced dim.
+struct ColsLaunch {
+  int bx, by;  // block shape
+  int vec;
+};
+
+template <typename In>
+ColsLaunch cols_launch(const ColsArgs& a, const void* x) {
   constexpr int kVec = kMaxVec<In>;
   const bool vectorize = a.inner_stride == 1 && a.inner % kVec == 0 && a.outer_stride % kVec == 0 &&
                          a.reduced_stride % kVec == 0 && is_aligned(x, 16);
-  const int vec = vectorize ? kVec : 1;
-  // Lanes across columns: enough for the row of packs, at most a warp.
-  int bx = 1;
-  while (bx < 32 && bx * vec < a.inner) bx *= 2;
-  const dim3 block(bx, kBlock / bx);
-  const int64_t tiles = ceil_div(a.inner, static_cast<int64_t>(bx) * vec);
+  ColsLaunch l{1, 1, vectorize ? kVec : 1};
+  while (l.bx < kBlock && static_cast<int64_t>(l.bx) * l.vec < a.inner) l.bx *= 2;
+  // Rows of threads along the reduced dim, each reading at least 16 rows: a short reduced dim
+  // is read by few threads that loop, not split across the block and recombined.
+  while (l.bx * l.by * 2 <= kBlock && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
+  return l;
+}
+
+template <typename In, typename Out, typename Acc, typename Op>
+void launch_cols_pass(const In* x, Out* out, const ColsArgs& a, const ColsLaunch& l, cudaStream_t stream) {
+  const dim3 block(l.bx, l.by);
+  const int64_t tiles = ceil_div(a.inner, static_cast<int64_t>(l.bx) * l.vec);
   const int64_t grid = grid_for(a.splits * a.outer * tiles);
-  const size_t smem = sizeof(Acc) * kBlock * vec;
-  if (vectorize) reduce_cols_kernel<In, Out, Acc, Op, kVec><<<grid, block, smem, stream>>>(x, out, a);
+  const size_t smem = sizeof(Acc) * l.bx * l.by * l.vec;
+  if (l.vec > 1) reduce_cols_kernel<In, Out, Acc, Op, kMaxVec<In>><<<grid, block, smem, stream>>>(x, out, a);
   else reduce_cols_kernel<In, Out, Acc, Op, 1><<<grid, block, smem, stream>>>(x, out, a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -96,21 +113,25 @@ void launch_cols_pass(const In* x, Out* out, const ColsArgs& a, cudaStream_t str
 template <typename In, typename Out, typename Acc, typename Op>
 void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, cudaStream_t stream) {
   ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced};
-  const int64_t target_threads = static_cast<int64_t>(sm_count()) * kBlocksPerSM * kBlock;
-  const int64_t columns = g.outer * g.inner;  // threads busy without a split, at one per column
-  if (columns * 8 < target_threads && g.reduced >= 2 * kMinColsChunk) {
-    a.splits = std::min(ceil_div(target_threads, columns * 8), ceil_div(g.reduced, kMinColsChunk));
+  const int64_t target_blocks = static_cast<int64_t>(sm_count()) * kBlocksPerSM;
+  const int64_t columns = g.outer * g.inner;
+  ColsLaunch l = cols_launch<In>(a, x.const_data_ptr());
+  const int64_t blocks = g.outer * ceil_div(g.inner, static_cast<int64_t>(l.bx) * l.vec);
+  if (blocks < target_blocks && g.reduced >= 2 * kMinColsChunk) {
+    a.splits = std::min(ceil_div(target_blocks, blocks), ceil_div(g.reduced, kMinColsChunk));
     a.chunk = ceil_div(g.reduced, a.splits);
     a.splits = ceil_div(g.reduced, a.chunk);
+    l = cols_launch<In>(a, x.const_data_ptr());
   }
   if (a.splits == 1) {
-    launch_cols_pass<In, Out, Acc, Op>(x.const_data_ptr<In>(), out.mutable_data_ptr<Out>(), a, stream);
+    launch_cols_pass<In, Out, Acc, Op>(x.const_data_ptr<In>(), out.mutable_data_ptr<Out>(), a, l, stream);
     return;
   }
   at::Tensor partial = at::empty({a.splits * columns}, x.options().dtype(c10::CppTypeToScalarType<Acc>::value));
-  launch_cols_pass<In, Acc, Acc, Op>(x.const_data_ptr<In>(), partial.mutable_data_ptr<Acc>(), a, stream);
+  launch_cols_pass<In, Acc, Acc, Op>(x.const_data_ptr<In>(), partial.mutable_data_ptr<Acc>(), a, l, stream);
   const ColsArgs second{1, a.splits, columns, 0, columns, 1, 1, a.splits};
-  launch_cols_pass<Acc, Out, Acc, Op>(partial.const_data_ptr<Acc>(), out.mutable_data_ptr<Out>(), second, stream);
+  launch_cols_pass<Acc, Out, Acc, Op>(partial.const_data_ptr<Acc>(), out.mutable_data_ptr<Out>(), second,
+                                      cols_launch<Acc>(second, partial.const_data_ptr()), stream);
 }
 
 }  // namespace

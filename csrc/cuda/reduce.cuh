@@ -26,7 +26,7 @@ __device__ __forceinline__ Acc thread_reduce_contiguous(const In* x, int64_t n, 
   const int64_t misalign = (reinterpret_cast<uintptr_t>(x) / sizeof(In)) % kVec;
   const int64_t head = misalign == 0 ? 0 : (kVec - misalign < n ? kVec - misalign : n);
   Acc acc = Op::identity();
-  if (tid < head) acc = op(acc, static_cast<Acc>(x[tid]));
+  for (int64_t i = tid; i < head; i += nthreads) acc = op(acc, static_cast<Acc>(x[i]));
   const P* packs = reinterpret_cast<const P*>(x + head);
   const int64_t npacks = (n - head) / kVec;
   Acc lanes[kUnroll];
@@ -70,20 +70,55 @@ struct RowsArgs {
   int64_t rows, cols, inner;
   int64_t outer_stride, inner_stride, elem_stride;
   int64_t splits, chunk;
+  // Every segment starts 16-byte aligned and holds whole packs (set by the launcher).
+  bool aligned;
 };
 
 template <typename In>
 __device__ __forceinline__ const In* segment_start(const In* x, const RowsArgs& a, int64_t w,
                                                    int64_t* n) {
+  if (a.splits == 1 && a.inner == 1) {  // plain rows: no 64-bit divisions (costly per short row)
+    *n = a.cols;
+    return x + w * a.outer_stride;
+  }
   const int64_t row = w / a.splits, seg = w % a.splits;
   const int64_t c0 = seg * a.chunk;
   *n = (a.cols - c0 < a.chunk) ? a.cols - c0 : a.chunk;
   return x + (row / a.inner) * a.outer_stride + (row % a.inner) * a.inner_stride + c0 * a.elem_stride;
 }
 
+// This thread's partial over whole packs p = tid, tid + nthreads, ... < npacks (x 16-byte
+// aligned): the lean path of rows whose starts and lengths are all multiples of kVec.
+template <typename Acc, int kVec, int kUnroll, typename In, typename Op>
+__device__ __forceinline__ Acc thread_reduce_packs(const In* x, int64_t npacks, int tid, int nthreads, Op op) {
+  using P = Pack<In, kVec>;
+  const P* packs = reinterpret_cast<const P*>(x);
+  Acc lanes[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) lanes[u] = Op::identity();
+  for (int64_t p0 = tid; p0 < npacks; p0 += kUnroll * nthreads) {
+    P v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (p0 + u * nthreads < npacks) v[u] = packs[p0 + u * nthreads];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (p0 + u * nthreads < npacks) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) lanes[u] = op(lanes[u], static_cast<Acc>(v[u].v[k]));
+      }
+    }
+  }
+#pragma unroll
+  for (int u = 1; u < kUnroll; ++u) lanes[0] = op(lanes[0], lanes[u]);
+  return lanes[0];
+}
+
 template <typename Acc, int kVec, int kUnroll, typename In, typename Op>
 __device__ __forceinline__ Acc thread_reduce_segment(const In* seg, int64_t n, const RowsArgs& a,
                                                      int tid, int nthreads, Op op) {
+  if (a.aligned) return thread_reduce_packs<Acc, kVec, kUnroll>(seg, n / kVec, tid, nthreads, op);
   return a.elem_stride == 1 ? thread_reduce_contiguous<Acc, kVec, kUnroll>(seg, n, tid, nthreads, op)
                             : thread_reduce_strided<Acc>(seg, n, a.elem_stride, tid, nthreads, op);
 }

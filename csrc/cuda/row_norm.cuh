@@ -127,16 +127,27 @@ __global__ void row_norm_block_kernel(const In* __restrict__ x, Out* __restrict_
                                       Policy policy) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   In* row_buf = reinterpret_cast<In*>(smem_raw);
+  constexpr int kUnroll = 4;  // packs in flight per thread while the row streams in
   const int64_t packs = g.cols / kVec;
   for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
     const In* xr = x + row * g.x_row_stride;
     Acc m = MaxOp<Acc>::identity();
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      In raw[kVec];
-      load_pack<In, kVec>(xr + p * kVec, raw);
-      *reinterpret_cast<Pack<In, kVec>*>(row_buf + p * kVec) = *reinterpret_cast<Pack<In, kVec>*>(raw);
+    for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * blockDim.x) {
+      In raw[kUnroll][kVec];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(raw[k])));
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+        if (p < packs) load_pack<In, kVec>(xr + p * kVec, raw[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+        if (p < packs) {
+          *reinterpret_cast<Pack<In, kVec>*>(row_buf + p * kVec) = *reinterpret_cast<Pack<In, kVec>*>(raw[u]);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(raw[u][k])));
+        }
+      }
     }
     m = block_all_reduce(m, MaxOp<Acc>());
     const Acc stat = policy.stat(m);
