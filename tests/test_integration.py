@@ -8,7 +8,7 @@ import torch
 
 import reduce_ops
 from conftest import (
-    DEVICES, HAS_CUDA, assert_exactly_equal, assert_same_bits, make_input, requires_cuda,
+    assert_exactly_equal, assert_same_bits, make_input, requires_cuda,
     requires_two_gpus,
 )
 

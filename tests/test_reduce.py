@@ -10,7 +10,7 @@ import torch
 
 import reduce_ops
 from conftest import (
-    DEVICES, DTYPES, HAS_CUDA, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference,
+    DTYPES, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference,
     assert_exactly_equal, assert_like_torch_result, assert_same_bits, dtype_id,
     expected_exception, make_input, message_names_dtype, reference_sum, requires_cuda,
 )

@@ -10,8 +10,8 @@ import torch
 
 import reduce_ops
 from conftest import (
-    _FLOAT_FORMAT, ARITHMETIC_RTOL, accumulate_dtype, unit_roundoff, DTYPES, HAS_CUDA, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference, assert_like_torch_result,
-    dtype_id, make_input, message_names_dtype, reference_softmax, requires_cuda, softmax_tolerance,
+    _FLOAT_FORMAT, ARITHMETIC_RTOL, DTYPES, INT_LIKE_DTYPES, LAYOUTS, accumulate_dtype,
+    assert_close_to_reference, assert_like_torch_result, unit_roundoff, dtype_id, make_input, message_names_dtype, reference_softmax, requires_cuda, softmax_tolerance,
 )
 
 hypothesis = pytest.importorskip("hypothesis")
