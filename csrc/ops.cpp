@@ -16,6 +16,17 @@
 namespace reduce_ops {
 namespace {
 
+// Numbers in error messages are formatted with std::to_string rather than streamed: streaming an
+// integer through c10::str crashed inside libstdc++'s locale code on one torch 2.11 + g++ 13
+// image (a mix of two libstdc++ builds), turning a clear error into a segfault.
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string shape_str(at::IntArrayRef sizes) {
+  std::string s = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + num(sizes[i]);
+  return s + "]";
+}
+
 bool is_supported(at::ScalarType t) {
   return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
 }
@@ -29,15 +40,15 @@ void check_input(const char* op, const at::Tensor& x) {
   TORCH_CHECK(x.defined(), "reduce_ops.", op, ": input tensor is undefined");
   check_dtype(op, x.scalar_type());
   TORCH_CHECK(x.device().is_cpu() || x.device().is_cuda(), "reduce_ops.", op,
-              ": unsupported device ", x.device());
+              ": unsupported device ", x.device().str());
   TORCH_CHECK(!x.is_sparse(), "reduce_ops.", op, ": sparse tensors are not supported");
 }
 
 int64_t wrap_dim(const char* op, int64_t d, int64_t ndim) {
   const int64_t rank = std::max<int64_t>(ndim, 1);
-  TORCH_CHECK_INDEX(d >= -rank && d < rank, "reduce_ops.", op, ": dim ", d,
-                    " out of range for a tensor of ", ndim, " dims (expected to be in range of [",
-                    -rank, ", ", rank - 1, "])");
+  TORCH_CHECK_INDEX(d >= -rank && d < rank, "reduce_ops.", op, ": dim ", num(d),
+                    " out of range for a tensor of ", num(ndim), " dims (expected to be in range of [",
+                    num(-rank), ", ", num(rank - 1), "])");
   return d < 0 ? d + rank : d;
 }
 
@@ -52,7 +63,7 @@ std::vector<bool> reduced_dims(const char* op, const at::Tensor& x, at::Optional
   std::vector<bool> seen(std::max<int64_t>(ndim, 1), false);
   for (int64_t d : *dim) {
     const int64_t w = wrap_dim(op, d, ndim);
-    TORCH_CHECK(!seen[w], "reduce_ops.", op, ": dim ", w, " appears multiple times in the list of dims");
+    TORCH_CHECK(!seen[w], "reduce_ops.", op, ": dim ", num(w), " appears multiple times in the list of dims");
     seen[w] = true;
     if (w < ndim) mask[w] = true;  // a 0-d tensor accepts dim 0 / -1 and reduces nothing
   }
@@ -156,7 +167,7 @@ at::Tensor reduce_impl(const char* op, const at::Tensor& x, at::OptionalIntArray
                 ": cannot reduce an empty tensor over every dim; name the dims to reduce");
     for (int64_t i = 0; i < x.dim(); ++i) {
       TORCH_CHECK_INDEX(!mask[i] || x.size(i) != 0, "reduce_ops.", op,
-                        ": cannot reduce over dim ", i, " of size 0");
+                        ": cannot reduce over dim ", num(i), " of size 0");
     }
   }
   std::vector<int64_t> out_shape;
@@ -321,11 +332,11 @@ at::Tensor softmax_backward_op(const at::Tensor& grad_in, const at::Tensor& out_
   check_input("softmax_backward", grad_in);
   check_input("softmax_backward", out_in);
   TORCH_CHECK(grad_in.sizes() == out_in.sizes(), "reduce_ops.softmax_backward: grad of shape ",
-              grad_in.sizes(), " and out of shape ", out_in.sizes(), " differ");
+              shape_str(grad_in.sizes()), " and out of shape ", shape_str(out_in.sizes()), " differ");
   TORCH_CHECK(grad_in.scalar_type() == out_in.scalar_type(), "reduce_ops.softmax_backward: grad (",
               grad_in.scalar_type(), ") and out (", out_in.scalar_type(), ") differ in dtype");
   TORCH_CHECK(grad_in.device() == out_in.device(), "reduce_ops.softmax_backward: grad on ",
-              grad_in.device(), " and out on ", out_in.device());
+              grad_in.device().str(), " and out on ", out_in.device().str());
   const int64_t d = wrap_dim("softmax_backward", dim, grad_in.dim());
   // The kernels read dense (outer, cols, inner) blocks; a non-contiguous operand is copied once.
   const at::Tensor grad = grad_in.contiguous(), out = out_in.contiguous();

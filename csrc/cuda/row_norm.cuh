@@ -122,8 +122,9 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
 // A block per row; the row waits in dynamic shared memory (cols elements of In) between the
 // passes. Each thread reads back only the packs it stored, so the passes need no barrier of
 // their own beyond those inside block_all_reduce.
+// Up to 1024 threads per block: the bound caps registers at 64 so every dtype can launch.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
-__global__ void row_norm_block_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
+__global__ void __launch_bounds__(1024) row_norm_block_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
                                       Policy policy) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   In* row_buf = reinterpret_cast<In*>(smem_raw);

@@ -63,7 +63,7 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
 
 // Both rows wait in dynamic shared memory: grad in the first cols elements, out in the next.
 template <typename T, typename Acc, int kVec>
-__global__ void softmax_backward_block_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+__global__ void __launch_bounds__(1024) softmax_backward_block_kernel(const T* __restrict__ grad, const T* __restrict__ out,
                                               T* __restrict__ gx, BackwardRows r) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* gbuf = reinterpret_cast<T*>(smem_raw);
