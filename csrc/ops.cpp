@@ -370,7 +370,7 @@ TORCH_LIBRARY(reduce_ops, m) {
 }
 
 // One binding serves both backends: it routes to the CPU or CUDA kernels by device.
-TORCH_LIBRARY_IMPL(reduce_ops, CPU, m) {
+void register_kernels(torch::Library& m) {
   m.impl("sum", &sum_op);
   m.impl("amax", &amax_op);
   m.impl("softmax", &softmax_op);
@@ -379,15 +379,10 @@ TORCH_LIBRARY_IMPL(reduce_ops, CPU, m) {
   m.impl("softmax_backward", &softmax_backward_op);
 }
 
+TORCH_LIBRARY_IMPL(reduce_ops, CPU, m) { register_kernels(m); }
+
 #ifdef REDUCE_OPS_WITH_CUDA
-TORCH_LIBRARY_IMPL(reduce_ops, CUDA, m) {
-  m.impl("sum", &sum_op);
-  m.impl("amax", &amax_op);
-  m.impl("softmax", &softmax_op);
-  m.impl("reduce_scale", &reduce_scale_op);
-  m.impl("reduce_scale_", &reduce_scale_inplace_op);
-  m.impl("softmax_backward", &softmax_backward_op);
-}
+TORCH_LIBRARY_IMPL(reduce_ops, CUDA, m) { register_kernels(m); }
 #endif
 
 }  // namespace reduce_ops

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "common/dispatch.h"
+#include "cuda/launch.h"
 #include "cuda/reduce.cuh"
 #include "ops.h"
 
@@ -15,22 +16,8 @@ namespace reduce_ops {
 namespace cuda {
 namespace {
 
-constexpr int kBlock = 256;
-// Resident 256-thread blocks per SM we aim for (8 x 256 = 2048 threads, the SM's maximum).
-constexpr int kBlocksPerSM = 8;
-// Fewest elements a split segment of a row holds: below this the second pass costs more than
-// the parallelism it buys.
-constexpr int64_t kMinSplitChunk = 16384;
 // Fewest reduced rows one column-split segment holds.
 constexpr int64_t kMinColsChunk = 256;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-int sm_count() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
-
-int64_t grid_for(int64_t items) {
-  return std::max<int64_t>(1, std::min<int64_t>(items, static_cast<int64_t>(sm_count()) * kBlocksPerSM * 4));
-}
 
 template <typename In, typename Out, typename Acc, typename Op>
 void launch_rows_pass(const In* x, Out* out, RowsArgs a, cudaStream_t stream) {
@@ -49,10 +36,10 @@ void launch_rows_pass(const In* x, Out* out, RowsArgs a, cudaStream_t stream) {
     reduce_rows_group_kernel<In, Out, Acc, Op, kWidth>
         <<<grid_for(ceil_div(items, groups_per_block)), kBlock, 0, stream>>>(x, out, a);
   };
-  if (lanes <= 4) group(std::integral_constant<int, 4>{});
-  else if (lanes <= 8) group(std::integral_constant<int, 8>{});
-  else if (lanes <= 16) group(std::integral_constant<int, 16>{});
-  else if (lanes <= 64) group(std::integral_constant<int, 32>{});
+  if (lanes <= 4) group(Int<4>{});
+  else if (lanes <= 8) group(Int<8>{});
+  else if (lanes <= 16) group(Int<16>{});
+  else if (lanes <= 64) group(Int<32>{});
   else reduce_rows_block_kernel<In, Out, Acc, Op><<<grid_for(items), kBlock, 0, stream>>>(x, out, a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -62,11 +49,10 @@ template <typename In, typename Out, typename Acc, typename Op>
 void launch_rows(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, cudaStream_t stream) {
   RowsArgs a{g.outer * g.inner, g.reduced, g.inner, g.outer_stride, g.inner_stride, g.reduced_stride, 1, g.reduced,
              false};
-  const int64_t target_blocks = static_cast<int64_t>(sm_count()) * kBlocksPerSM;
-  if (a.rows < target_blocks && a.cols >= 2 * kMinSplitChunk) {
-    a.splits = std::min(ceil_div(target_blocks, a.rows), ceil_div(a.cols, kMinSplitChunk));
-    a.chunk = ceil_div(ceil_div(a.cols, a.splits), 64) * 64;  // whole 16-byte packs per segment
-    a.splits = ceil_div(a.cols, a.chunk);
+  if (a.rows < sm_count() * kBlocksPerSM && a.cols >= 2 * kMinSplitChunk) {
+    const RowSplit plan = split_rows(a.rows, a.cols);
+    a.splits = plan.splits;
+    a.chunk = plan.chunk;
   }
   if (a.splits == 1) {
     launch_rows_pass<In, Out, Acc, Op>(x.const_data_ptr<In>(), out.mutable_data_ptr<Out>(), a, stream);
@@ -113,7 +99,7 @@ void launch_cols_pass(const In* x, Out* out, const ColsArgs& a, const ColsLaunch
 template <typename In, typename Out, typename Acc, typename Op>
 void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, cudaStream_t stream) {
   ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced};
-  const int64_t target_blocks = static_cast<int64_t>(sm_count()) * kBlocksPerSM;
+  const int64_t target_blocks = sm_count() * kBlocksPerSM;
   const int64_t columns = g.outer * g.inner;
   ColsLaunch l = cols_launch<In>(a, x.const_data_ptr());
   const int64_t blocks = g.outer * ceil_div(g.inner, static_cast<int64_t>(l.bx) * l.vec);

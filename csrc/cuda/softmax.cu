@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "common/dispatch.h"
+#include "cuda/launch.h"
 #include "cuda/row_norm.cuh"
 #include "cuda/softmax_backward.cuh"
 #include "ops.h"
@@ -17,23 +18,8 @@ namespace reduce_ops {
 namespace cuda {
 namespace {
 
-constexpr int kBlock = 256;
-constexpr int kBlocksPerSM = 8;
 // Packs a warp-path lane holds at most (registers: 8 packs x 16 bytes).
 constexpr int kMaxWarpPacks = 8;
-// Fewest elements in a split-row segment.
-constexpr int64_t kMinSplitChunk = 16384;
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-const cudaDeviceProp& props() { return *at::cuda::getCurrentDeviceProperties(); }
-
-int64_t grid_for(int64_t items) {
-  return std::max<int64_t>(1, std::min<int64_t>(items, static_cast<int64_t>(props().multiProcessorCount) * kBlocksPerSM * 4));
-}
-
-template <int N>
-using Int = std::integral_constant<int, N>;
 
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
@@ -58,11 +44,8 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                   const at::TensorOptions& opts) {
-  const int64_t target_blocks = static_cast<int64_t>(props().multiProcessorCount) * kBlocksPerSM;
-  SplitArgs s{1, g.cols};
-  s.splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, g.rows), ceil_div(g.cols, kMinSplitChunk)));
-  s.chunk = ceil_div(ceil_div(g.cols, s.splits), 64) * 64;  // whole packs per segment
-  s.splits = ceil_div(g.cols, s.chunk);
+  const RowSplit plan = split_rows(g.rows, g.cols);
+  const SplitArgs s{plan.splits, plan.chunk};
   at::Tensor partial = at::empty({g.rows * s.splits * static_cast<int64_t>(sizeof(RowPartial<Acc>))}, opts.dtype(at::kByte));
   auto* pp = reinterpret_cast<RowPartial<Acc>*>(partial.mutable_data_ptr());
   const int64_t grid = grid_for(g.rows * s.splits);
@@ -76,19 +59,13 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
                 const at::TensorOptions& opts) {
   const int64_t packs = ceil_div(g.cols, kVec);
   const int64_t smem = g.cols * static_cast<int64_t>(sizeof(In));
-  const int64_t smem_limit = static_cast<int64_t>(props().sharedMemPerBlockOptin) - 1024;  // room for block_all_reduce
-  const bool few_rows = g.rows * 2 < props().multiProcessorCount;
+  const bool few_rows = g.rows * 2 < sm_count();
   if (packs <= 32 * kMaxWarpPacks) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (smem <= smem_limit && !(few_rows && g.cols >= 2 * kMinSplitChunk)) {
+  } else if (smem <= block_smem_limit() && !(few_rows && g.cols >= 2 * kMinSplitChunk)) {
     auto kernel = row_norm_block_kernel<In, Out, Acc, Policy, kVec>;
-    if (smem > 48 * 1024) {
-      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    }
-    // About four packs per thread, 128 to 1024 threads.
-    int block = 128;
-    while (block < 1024 && block * 4 < packs) block *= 2;
-    kernel<<<grid_for(g.rows), block, smem, stream>>>(x, y, g, policy);
+    allow_smem(kernel, smem);
+    kernel<<<grid_for(g.rows), block_per_row_threads(packs), smem, stream>>>(x, y, g, policy);
   } else {
     launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
   }
@@ -112,8 +89,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
                           const at::TensorOptions& opts) {
   const int64_t packs = ceil_div(r.cols, kVec);
   const int64_t smem = 2 * r.cols * static_cast<int64_t>(sizeof(T));
-  const int64_t smem_limit = static_cast<int64_t>(props().sharedMemPerBlockOptin) - 1024;
-  const bool few_rows = r.rows * 2 < props().multiProcessorCount;
+  const bool few_rows = r.rows * 2 < sm_count();
   auto warp = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
     softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth>
@@ -123,20 +99,13 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   else if (packs <= 32) warp(Int<1>{}, Int<32>{});
   else if (packs <= 64) warp(Int<2>{}, Int<32>{});
   else if (packs <= 128) warp(Int<4>{}, Int<32>{});
-  else if (smem <= smem_limit && !(few_rows && r.cols >= 2 * kMinSplitChunk)) {
+  else if (smem <= block_smem_limit() && !(few_rows && r.cols >= 2 * kMinSplitChunk)) {
     auto kernel = softmax_backward_block_kernel<T, Acc, kVec>;
-    if (smem > 48 * 1024) {
-      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    }
-    int block = 128;
-    while (block < 1024 && block * 4 < packs) block *= 2;
-    kernel<<<grid_for(r.rows), block, smem, stream>>>(grad, out, gx, r);
+    allow_smem(kernel, smem);
+    kernel<<<grid_for(r.rows), block_per_row_threads(packs), smem, stream>>>(grad, out, gx, r);
   } else {
-    const int64_t target_blocks = static_cast<int64_t>(props().multiProcessorCount) * kBlocksPerSM;
-    SplitArgs s{1, r.cols};
-    s.splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, r.rows), ceil_div(r.cols, kMinSplitChunk)));
-    s.chunk = ceil_div(ceil_div(r.cols, s.splits), 64) * 64;
-    s.splits = ceil_div(r.cols, s.chunk);
+    const RowSplit plan = split_rows(r.rows, r.cols);
+    const SplitArgs s{plan.splits, plan.chunk};
     at::Tensor partial = at::empty({r.rows * s.splits}, opts.dtype(c10::CppTypeToScalarType<Acc>::value));
     Acc* pp = partial.mutable_data_ptr<Acc>();
     const int64_t grid = grid_for(r.rows * s.splits);

@@ -1,0 +1,70 @@
+// Host-side launch helpers shared by every CUDA launcher: block and grid sizing, the row-split
+// plan, shared-memory opt-in. One place for the constants each launch derives from.
+#pragma once
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+namespace reduce_ops {
+namespace cuda {
+
+constexpr int kBlock = 256;
+// Resident 256-thread blocks per SM we aim for (8 x 256 = 2048 threads, the SM's maximum).
+constexpr int kBlocksPerSM = 8;
+// Fewest elements a split segment of a row holds: below this the second pass costs more than
+// the parallelism it buys.
+constexpr int64_t kMinSplitChunk = 16384;
+
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline const cudaDeviceProp& props() { return *at::cuda::getCurrentDeviceProperties(); }
+
+inline int64_t sm_count() { return props().multiProcessorCount; }
+
+// Grid for `items` independent block-sized work items: one block each, at most four waves of
+// resident blocks (kernels loop over the rest).
+inline int64_t grid_for(int64_t items) {
+  return std::max<int64_t>(1, std::min<int64_t>(items, sm_count() * kBlocksPerSM * 4));
+}
+
+// Split of `rows` rows of `cols` elements into segments of whole 16-byte packs (64 elements
+// covers every dtype), enough of them to give each SM kBlocksPerSM blocks.
+struct RowSplit {
+  int64_t splits, chunk;
+};
+
+inline RowSplit split_rows(int64_t rows, int64_t cols) {
+  const int64_t target_blocks = sm_count() * kBlocksPerSM;
+  int64_t splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, rows), ceil_div(cols, kMinSplitChunk)));
+  const int64_t chunk = ceil_div(ceil_div(cols, splits), 64) * 64;
+  return {ceil_div(cols, chunk), chunk};
+}
+
+// Shared memory a block may ask for, less room for the kernels' static reduction scratch.
+inline int64_t block_smem_limit() { return static_cast<int64_t>(props().sharedMemPerBlockOptin) - 1024; }
+
+// Lets `kernel` use `bytes` of dynamic shared memory (past the default 48 KB only on request).
+template <typename Kernel>
+void allow_smem(Kernel kernel, int64_t bytes) {
+  if (bytes > 48 * 1024) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  }
+}
+
+// A block per row: about four packs per thread, 128 to 1024 threads.
+inline int block_per_row_threads(int64_t packs) {
+  int block = 128;
+  while (block < 1024 && block * 4 < packs) block *= 2;
+  return block;
+}
+
+}  // namespace cuda
+}  // namespace reduce_ops
