@@ -29,9 +29,8 @@ for stage in "$@"; do
       grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 ;;
     sanitize)
       for tool in memcheck racecheck; do
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 9 \
-          python3 -m pytest tests -q -p no:cacheprovider -m "not slow" -k "cuda and not compile and not graph" -x \
-          > "$OUT/sanitize_$tool.log" 2>&1
+        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 \
+          python3 scripts/sanitize_cases.py > "$OUT/sanitize_$tool.log" 2>&1
         summary+=("sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
       done ;;
     bench)

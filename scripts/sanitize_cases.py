@@ -1,0 +1,55 @@
+"""Small CUDA cases that reach every kernel strategy, for compute-sanitizer.
+
+The whole test suite under memcheck takes far longer than a GPU call allows; this script runs
+each strategy once on a small shape (and checks the result against torch, so a silent race
+shows as a wrong value too):
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
+"""
+import torch
+
+import reduce_ops
+
+dev = "cuda"
+torch.manual_seed(0)
+bad = []
+
+
+def check(name, got, ref, tol):
+    if not torch.allclose(got.double(), ref.double(), atol=tol, rtol=tol, equal_nan=True):
+        bad.append(name)
+
+
+for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
+    # Reductions: group rows (4..32 lanes), block rows, split rows (few long rows, whole tensor),
+    # columns with and without a split, strided rows, an unaligned start.
+    for shape, dim in [((64, 13), -1), ((64, 100), -1), ((64, 500), -1), ((8, 3000), -1),
+                       ((2, 70000), -1), ((140000,), None), ((300, 64), 0), ((5000, 8), 0),
+                       ((40, 7, 9), (0, 2)), ((16, 12), 0)]:
+        x = torch.randn(shape, device=dev, dtype=dtype)
+        check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
+        check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
+    xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
+    check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
+    check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)
+    # Softmax / ReduceScale / backward: warp (small groups, packs 1..8), block in shared memory,
+    # split rows, inner dim, unaligned rows.
+    for rows, cols in [(33, 7), (33, 40), (33, 300), (9, 2000), (4, 9000), (2, 40000), (1, 70000)]:
+        x = torch.randn(rows, cols, device=dev, dtype=dtype)
+        y = reduce_ops.softmax(x, -1)
+        check(f"softmax {dtype} {rows}x{cols}", y, torch.softmax(x.double(), -1), tol)
+        out, scale = reduce_ops.reduce_scale(x)
+        ref_scale = x.double().abs().amax(-1, keepdim=True)
+        check(f"reduce_scale {dtype} {rows}x{cols}", out, x.double() / ref_scale, tol)
+        g = torch.randn_like(y)
+        ref = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64)
+        check(f"softmax_backward {dtype} {rows}x{cols}", reduce_ops.softmax_backward(g, y, -1), ref, tol)
+    x = torch.randn(6, 50, 9, device=dev, dtype=dtype)
+    check(f"softmax inner {dtype}", reduce_ops.softmax(x, 1), torch.softmax(x.double(), 1), tol)
+    xo = torch.randn(16 * 301 + 1, device=dev, dtype=dtype)[1:].view(16, 301)
+    check(f"softmax unaligned {dtype}", reduce_ops.softmax(xo, -1), torch.softmax(xo.double(), -1), tol)
+
+torch.cuda.synchronize()
+print(f"{len(bad)} wrong results", *bad, sep="\n  ")
+raise SystemExit(1 if bad else 0)
