@@ -1,0 +1,222 @@
+"""Autograd of the ops and the softmax_backward operator (issue: autograd, torch.compile and
+CUDA graphs for every op): gradients against torch in float64, double backward, opcheck of
+softmax_backward, and compiled training steps against eager."""
+import math
+
+import pytest
+import torch
+
+import reduce_ops
+from conftest import make_input, requires_cuda
+
+F64 = torch.float64
+
+
+def rand64(shape, device, requires_grad=True):
+    return make_input(shape, F64, device).requires_grad_(requires_grad)
+
+
+# ---- gradients against torch -----------------------------------------------------------------
+
+SUM_DIMS = [None, 0, -1, (0, 2), [1, 2], (0, 1, 2)]
+
+
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("dim", SUM_DIMS, ids=str)
+def test_sum_gradcheck_over_dims(device, dim, keepdim):
+    x = rand64((3, 4, 5), device)
+    assert torch.autograd.gradcheck(lambda t: reduce_ops.sum(t, dim, keepdim), (x,))
+
+
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("dim", SUM_DIMS, ids=str)
+def test_amax_gradcheck_over_dims(device, dim, keepdim):
+    x = rand64((3, 4, 5), device)  # random float64: a unique max per slice
+    assert torch.autograd.gradcheck(lambda t: reduce_ops.amax(t, dim, keepdim), (x,))
+
+
+def test_amax_gradient_is_split_among_ties_like_torch(device):
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0], [5.0, 5.0, 5.0, 0.0]], dtype=F64, device=device)
+    ours = x.clone().requires_grad_(True)
+    ref = x.clone().requires_grad_(True)
+    g = torch.tensor([2.0, 3.0], dtype=F64, device=device)
+    reduce_ops.amax(ours, 1).backward(g)
+    torch.amax(ref, 1).backward(g)
+    assert torch.equal(ours.grad, ref.grad)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1, 2], ids=str)
+def test_softmax_gradcheck_and_gradgradcheck_over_dims(device, dim):
+    x = rand64((3, 4, 5), device)
+    assert torch.autograd.gradcheck(lambda t: reduce_ops.softmax(t, dim), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: reduce_ops.softmax(t, dim), (x,))
+
+
+def test_softmax_with_dtype_backward_returns_input_dtype(device):
+    x = make_input((4, 33), torch.bfloat16, device).requires_grad_(True)
+    y = reduce_ops.softmax(x, -1, dtype=torch.float32)
+    assert y.dtype == torch.float32
+    y.backward(torch.ones_like(y))
+    assert x.grad.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-3, 10.0], ids=["eps0", "eps_small", "eps_clamps"])
+def test_reduce_scale_gradcheck_both_outputs(device, eps):
+    x = rand64((4, 9), device)
+    assert torch.autograd.gradcheck(lambda t: reduce_ops.reduce_scale(t, eps=eps), (x,))
+
+
+def test_reduce_scale_gradient_matches_the_torch_expression(device):
+    x = rand64((5, 17), device)
+    g_out = make_input((5, 17), F64, device)
+    g_scale = make_input((5, 1), F64, device)
+    out, scale = reduce_ops.reduce_scale(x, eps=1e-6)
+    torch.autograd.backward([out, scale], [g_out, g_scale])
+    x_ref = x.detach().clone().requires_grad_(True)
+    s_ref = x_ref.abs().amax(-1, keepdim=True).clamp_min(1e-6)
+    torch.autograd.backward([x_ref / s_ref, s_ref], [g_out, g_scale])
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_reduce_scale_zero_row_has_zero_gradient(device):
+    # out = 0 for a zero row (a constant), so no gradient flows into that row.
+    x = rand64((3, 6), device, requires_grad=False)
+    x[1] = 0
+    x.requires_grad_(True)
+    out, scale = reduce_ops.reduce_scale(x)
+    (out.sum() + scale.sum()).backward()
+    assert torch.equal(x.grad[1], torch.zeros(6, dtype=F64, device=device))
+    assert torch.isfinite(x.grad).all()
+
+
+# ---- the softmax_backward operator -----------------------------------------------------------
+
+def reference_softmax_backward(grad, out, dim):
+    return torch.ops.aten._softmax_backward_data(grad.double(), out.double(), dim, torch.float64)
+
+
+BACKWARD_SHAPES = [((5, 1), -1), ((7, 33), -1), ((3, 1000), -1), ((2, 5000), 1), ((4, 6, 9), 1),
+                   ((6, 5, 4), 0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("shape,dim", BACKWARD_SHAPES, ids=str)
+def test_softmax_backward_matches_aten(device, dtype, shape, dim):
+    x = make_input(shape, dtype, device)
+    out = torch.softmax(x.double(), dim).to(dtype)
+    grad = make_input(shape, dtype, device)
+    got = reduce_ops.softmax_backward(grad, out, dim)
+    assert got.dtype == dtype and got.shape == x.shape and got.is_contiguous()
+    ref = reference_softmax_backward(grad, out, dim)
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12}.get(dtype, 1e-2)
+    # The error of grad_x scales with |out| * (|grad| + |<grad, out>|): compare in that unit.
+    scale = out.double().abs() * (grad.double().abs() + (grad.double() * out.double()).sum(dim, keepdim=True).abs())
+    assert ((got.double() - ref).abs() <= tol * scale + tol * 1e-3).all()
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("rows,cols", [(300, 128), (33, 1000), (9, 6000), (4, 40000), (2, 300000)],
+                         ids=str)
+def test_softmax_backward_every_cuda_strategy(dtype, rows, cols):
+    # warp path (registers), block path (shared memory), split rows (partials, then apply).
+    x = make_input((rows, cols), dtype, "cuda")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    got = reduce_ops.softmax_backward(grad, out, -1).double()
+    ref = reference_softmax_backward(grad, out, -1)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    scale = out.double().abs() * (grad.double().abs() + (grad.double() * out.double()).sum(-1, keepdim=True).abs())
+    assert ((got - ref).abs() <= tol * scale + tol * 1e-3).all()
+
+
+def test_softmax_backward_rejects_mismatched_operands(device):
+    g = make_input((3, 4), torch.float32, device)
+    with pytest.raises(RuntimeError, match="softmax_backward"):
+        reduce_ops.softmax_backward(g, make_input((3, 5), torch.float32, device), -1)
+    with pytest.raises(RuntimeError, match="softmax_backward"):
+        reduce_ops.softmax_backward(g, make_input((3, 4), torch.float64, device), -1)
+    with pytest.raises(IndexError):
+        reduce_ops.softmax_backward(g, g, 2)
+
+
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["", "requires_grad"])
+def test_softmax_backward_opcheck(device, requires_grad):
+    for shape, dim in [((4, 7), -1), ((3, 5, 6), 1)]:
+        out = torch.softmax(make_input(shape, torch.float32, device), dim)
+        grad = make_input(shape, torch.float32, device)
+        out.requires_grad_(requires_grad)
+        grad.requires_grad_(requires_grad)
+        torch.library.opcheck(torch.ops.reduce_ops.softmax_backward.default, (grad, out, dim))
+
+
+def test_softmax_backward_double_backward(device):
+    grad = rand64((3, 7), device)
+    out = torch.softmax(rand64((3, 7), device, requires_grad=False), -1).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda g, y: reduce_ops.softmax_backward(g, y, -1), (grad, out))
+
+
+# ---- compiled training steps ---------------------------------------------------------------
+
+def attention_block(q, k, v):
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    return reduce_ops.softmax(scores, -1) @ v
+
+
+def quantize_step(x, w):
+    # per-token absmax scaling of the activations, then a matmul: a fake-quant linear layer.
+    q, scale = reduce_ops.reduce_scale(x, eps=1e-6)
+    return (q @ w) * scale
+
+
+def compiled_backends(device):
+    return ["aot_eager"] + (["inductor"] if device == "cuda" else [])
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_compiled_attention_block_forward_and_backward(device, dynamic):
+    for backend in compiled_backends(device):
+        torch._dynamo.reset()
+        compiled = torch.compile(attention_block, backend=backend, fullgraph=True, dynamic=dynamic)
+        for seq in (16, 40):
+            q, k, v = (make_input((2, seq, 32), torch.float32, device).requires_grad_(True) for _ in range(3))
+            g = make_input((2, seq, 32), torch.float32, device)
+            expected = attention_block(q, k, v)
+            grads_expected = torch.autograd.grad(expected, (q, k, v), g)
+            got = compiled(q, k, v)
+            grads_got = torch.autograd.grad(got, (q, k, v), g)
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+            for a, b in zip(grads_got, grads_expected):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_quantize_step_forward_and_backward(device):
+    for backend in compiled_backends(device):
+        torch._dynamo.reset()
+        compiled = torch.compile(quantize_step, backend=backend, fullgraph=True)
+        x = make_input((8, 64), torch.float32, device).requires_grad_(True)
+        w = make_input((64, 16), torch.float32, device).requires_grad_(True)
+        expected = quantize_step(x, w)
+        grads_expected = torch.autograd.grad(expected.sum(), (x, w))
+        got = compiled(x, w)
+        grads_got = torch.autograd.grad(got.sum(), (x, w))
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        for a, b in zip(grads_got, grads_expected):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@requires_cuda
+def test_compiled_reduce_overhead_mode_forward_and_backward():
+    # mode="reduce-overhead" runs the compiled graphs as CUDA graphs.
+    torch._dynamo.reset()
+    compiled = torch.compile(attention_block, mode="reduce-overhead", fullgraph=True)
+    for step in range(3):  # the first calls record, the later ones replay
+        q, k, v = (make_input((2, 24, 32), torch.float32, "cuda").requires_grad_(True) for _ in range(3))
+        expected = attention_block(q, k, v)
+        grads_expected = torch.autograd.grad(expected.sum(), (q, k, v))
+        got = compiled(q, k, v)
+        grads_got = torch.autograd.grad(got.sum(), (q, k, v))
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+        for a, b in zip(grads_got, grads_expected):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
