@@ -19,6 +19,10 @@
 namespace reduce_ops {
 namespace cuda {
 
+// In-place ReduceScale passes y == x to these kernels. Their pointers are still __restrict__:
+// every element is read once, by the thread that later writes it, before that write, and never
+// read again, so no load can observe (or be reordered past) a store to the same address.
+
 template <typename Acc>
 struct SoftmaxPolicy {
   static constexpr bool kNeedsSum = true;
