@@ -141,6 +141,20 @@ std::optional<RowGeometry> row_geometry(const at::Tensor& x) {
 
 bool is_cuda(const at::Tensor& x) { return x.device().is_cuda(); }
 
+// The kernels convert in registers from x's dtype to the output dtype when they are the same,
+// or for half/bfloat16 -> float32 (a widening); any other dtype= converts the input first,
+// as torch does.
+bool widens_in_kernel(at::ScalarType in, at::ScalarType out) {
+  return out == in || (out == at::kFloat && (in == at::kHalf || in == at::kBFloat16));
+}
+
+// The row view of x, reading one contiguous copy when its rows' elements are not adjacent.
+std::pair<at::Tensor, RowGeometry> rows_of(const at::Tensor& x) {
+  if (std::optional<RowGeometry> g = row_geometry(x)) return {x, *g};
+  at::Tensor dense = x.contiguous();
+  return {dense, *row_geometry(dense)};
+}
+
 [[noreturn]] void no_cuda(const char* op) {
   TORCH_CHECK(false, "reduce_ops.", op, ": this build of reduce_ops has no CUDA kernels; "
               "rebuild it where nvcc matches torch's CUDA version (see README)");
@@ -184,12 +198,7 @@ at::Tensor reduce_impl(const char* op, const at::Tensor& x, at::OptionalIntArray
   if (out.numel() == 0) return out;
   if (reduced_numel == 0) return out.zero_();  // a sum of nothing (amax raised above)
 
-  // The kernels convert in-register from x's dtype to its accumulate type, and to float32
-  // for a half/bfloat16 sum asked for in float32. Any other dtype= converts first, as torch.
-  at::Tensor input = x;
-  const bool widen_in_kernel = out_dtype == x.scalar_type() ||
-      (out_dtype == at::kFloat && (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16));
-  if (!widen_in_kernel) input = x.to(out_dtype);
+  at::Tensor input = widens_in_kernel(x.scalar_type(), out_dtype) ? x : x.to(out_dtype);
 
   std::optional<ReduceGeometry> g = reduce_geometry(input, mask);
   if (!g) {
@@ -228,10 +237,7 @@ at::Tensor softmax_op(const at::Tensor& x_in, int64_t dim, std::optional<at::Sca
   const at::ScalarType out_dtype = dtype.value_or(x_in.scalar_type());
   check_dtype("softmax", out_dtype);
   const int64_t d = wrap_dim("softmax", dim, x_in.dim());
-  // As for sum: half/bfloat16 -> float32 widens in-kernel; other dtype= converts first.
-  const bool widen_in_kernel = out_dtype == x_in.scalar_type() ||
-      (out_dtype == at::kFloat && (x_in.scalar_type() == at::kHalf || x_in.scalar_type() == at::kBFloat16));
-  at::Tensor x = widen_in_kernel ? x_in : x_in.to(out_dtype);
+  at::Tensor x = widens_in_kernel(x_in.scalar_type(), out_dtype) ? x_in : x_in.to(out_dtype);
   at::Tensor y = at::empty(x.sizes(), x.options().dtype(out_dtype));
   if (y.numel() == 0) return y;
 
@@ -240,16 +246,12 @@ at::Tensor softmax_op(const at::Tensor& x_in, int64_t dim, std::optional<at::Sca
   const bool cuda = is_cuda(x);
   if (inner == 1) {
     while (x.dim() > d + 1) x = x.squeeze(-1);  // trailing size-1 dims: the rows end at dim d
-    std::optional<RowGeometry> g = row_geometry(x);
-    if (!g) {
-      x = x.contiguous();  // rows whose elements are not adjacent: one copy
-      g = row_geometry(x);
-    }
+    const auto [rows, g] = rows_of(x);
 #ifdef REDUCE_OPS_WITH_CUDA
-    if (cuda) { softmax_rows_cuda(x, *g, y); return y; }
+    if (cuda) { softmax_rows_cuda(rows, g, y); return y; }
 #endif
     if (cuda) no_cuda("softmax");
-    softmax_rows_cpu(x, *g, y);
+    softmax_rows_cpu(rows, g, y);
     return y;
   }
   x = x.contiguous();  // the inner-dim kernels read a dense (outer, cols, inner) block
@@ -297,13 +299,8 @@ std::tuple<at::Tensor, at::Tensor> reduce_scale_op(const at::Tensor& x_in, doubl
   at::Tensor scale = at::empty(scale_shape(x_in), x_in.options().dtype(scale_dtype(x_in)));
   at::Tensor y = at::empty(x_in.sizes(), x_in.options());
   if (y.numel() == 0) return {y, scale};
-  at::Tensor x = x_in;
-  std::optional<RowGeometry> g = row_geometry(x);
-  if (!g) {
-    x = x.contiguous();  // rows whose elements are not adjacent: one copy
-    g = row_geometry(x);
-  }
-  run_reduce_scale(x, *g, y, scale, eps);
+  const auto [rows, g] = rows_of(x_in);
+  run_reduce_scale(rows, g, y, scale, eps);
   return {y, scale};
 }
 
