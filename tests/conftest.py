@@ -402,3 +402,18 @@ try:
         return dims if kind == "list" else tuple(dims)
 except ImportError:
     pass
+
+
+# Elements per row-length test: enough rows to fill a GPU; on CPU modest, to keep the suite fast.
+MANY_ROWS_BUDGET = {"cpu": 1 << 18, "cuda": 1 << 24}
+
+
+def row_count(rows, cols, device):
+    """Rows for a row-length test: 3 for "few", else as many as the device's budget allows
+    (at least 5 on CUDA, 2 on CPU)."""
+    if rows == "few":
+        return 3
+    n_rows = max(1, min(1 << 14, MANY_ROWS_BUDGET[device] // cols))
+    if n_rows <= 3:
+        n_rows = 5 if device == "cuda" else 2
+    return n_rows

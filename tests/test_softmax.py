@@ -17,12 +17,10 @@ from conftest import (
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from conftest import strided_tensors  # noqa: E402
+from conftest import row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
-# Elements per test: enough rows to fill a GPU; on CPU modest, to keep the suite fast.
-MANY_ROWS_BUDGET = {"cpu": 1 << 18, "cuda": 1 << 24}
 
 
 def check_softmax(x, dim=-1, dtype=None, api="python"):
@@ -40,9 +38,7 @@ def check_softmax(x, dim=-1, dtype=None, api="python"):
 @pytest.mark.parametrize("rows", ["few", "many"])
 @pytest.mark.parametrize("cols", ROW_LENGTHS, ids=lambda c: f"cols{c}")
 def test_softmax_row_lengths(device, dtype, cols, rows):
-    n_rows = 3 if rows == "few" else max(1, min(1 << 14, MANY_ROWS_BUDGET[device] // cols))
-    if rows == "many" and n_rows <= 3:
-        n_rows = 5 if device == "cuda" else 2
+    n_rows = row_count(rows, cols, device)
     x = make_input((n_rows, cols), dtype, device)
     check_softmax(x, -1)
 
