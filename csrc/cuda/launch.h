@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 namespace reduce_ops {
@@ -22,6 +24,19 @@ constexpr int64_t kMinSplitChunk = 16384;
 
 template <int N>
 using Int = std::integral_constant<int, N>;
+
+// Developer knob for tests, the sanitizer script and threshold measurements: the environment
+// variable REDUCE_OPS_STRATEGY names a strategy to force where it applies (unset: automatic).
+// Read at each launch (one getenv, ~0.1 us against a launch's ~3 us) so a test can change it
+// between calls; a launcher ignores names that are not its own or that cannot run the shape.
+inline bool strategy_forced(const char* name) {
+  const char* s = std::getenv("REDUCE_OPS_STRATEGY");
+  return s != nullptr && std::strcmp(s, name) == 0;
+}
+inline bool strategy_forced_any() {
+  const char* s = std::getenv("REDUCE_OPS_STRATEGY");
+  return s != nullptr && s[0] != '\0';
+}
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
