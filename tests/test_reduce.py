@@ -427,6 +427,85 @@ def test_sum_is_deterministic_on_large_cuda_inputs(dtype, shape, dim):
         assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
 
 
+# ---- every CUDA strategy, forced on small shapes -----------------------------------------------
+
+# Each shape is run under every strategy the launcher can be forced into (REDUCE_OPS_STRATEGY):
+# lanes per row, a warp per row, a block per row, split rows with the last-block combine, and
+# split columns; a launcher ignores a strategy that does not apply to its layout.
+STRATEGY_CASES = [((64, 13), -1), ((64, 100), -1), ((33, 500), -1), ((9, 3000), -1), ((3, 70001), -1),
+                  ((140003,), None), ((1 << 20,), None), ((5, 7, 13), (0, 2)), ((300, 64), 0),
+                  ((5000, 8), 0), ((40, 7, 9), (0, 2)), ((16, 12), 0)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy", ["group", "warp", "block", "split"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed"])
+@pytest.mark.parametrize("shape,dim", STRATEGY_CASES, ids=str)
+def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout, shape, dim):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    x = make_input(shape, dtype, "cuda", layout)
+    check_sum(x, dim)
+    check_amax(x, dim)
+    if dtype != torch.float64:
+        check_sum(x, dim, dtype=torch.float32)
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,dim", [((3, 70001), -1), ((1 << 20,), None), ((5000, 8), 0)], ids=str)
+def test_split_counters_reset_between_calls_and_streams(shape, dim):
+    # The split kernel's last block resets its row counters; a stale count would pick the wrong
+    # "last" block on the next call (a row folded before all its partials arrived).
+    x = make_input(shape, torch.float32, "cuda")
+    first = reduce_ops.sum(x, dim)
+    side = torch.cuda.Stream()
+    for stream in (torch.cuda.current_stream(), side, torch.cuda.current_stream()):
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                assert_same_bits(reduce_ops.sum(x, dim), first)
+                check_amax(x, dim)
+        stream.synchronize()
+
+
+# ---- compensated CUDA sums -------------------------------------------------------------------
+
+def _hard_sum_inputs(n, device):
+    gen = torch.Generator(device="cpu").manual_seed(7)
+    big = torch.randn(n, generator=gen, dtype=torch.float64) * 1e4
+    mixed = torch.randn(n, generator=gen, dtype=torch.float64) * torch.pow(
+        10.0, torch.randint(-6, 7, (n,), generator=gen).double())
+    # Cancellation: pairs v, -v with small noise, shuffled, so the true sum is tiny next to sum |x|.
+    v = torch.randn(n // 2, generator=gen, dtype=torch.float64) * 1e3
+    cancel = torch.cat([v, -v + 1e-3 * torch.randn(n // 2, generator=gen, dtype=torch.float64)])
+    cancel = cancel[torch.randperm(cancel.numel(), generator=gen)]
+    return {"offset": (big + 1e6).float().to(device), "mixed": mixed.float().to(device),
+            "cancel": cancel.float().to(device), "constant": torch.full((n,), 0.1, device=device)}
+
+
+@requires_cuda
+@pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
+@pytest.mark.parametrize("view", ["flat", "rows", "cols"])
+def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view):
+    # Compensated: each thread adds one pack's pairwise sum (<= 8 elements: 3 roundings) with
+    # Neumaier's correction, and partials merge compensated, so |error| <= ~6 u sum|x| (u = 2^-24)
+    # whatever the length (a plain float32 sum's bound grows with the length each thread adds).
+    x = _hard_sum_inputs(1 << 24, "cuda")[kind]
+    x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0)}[view]
+    ref = x.double().sum(dim if dim is not None else ())
+    bound = 8 * 2.0 ** -24 * x.double().abs().sum(dim if dim is not None else ())
+    err = (reduce_ops.sum(x, dim).double() - ref).abs()
+    assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,dim", [((1 << 20,), None), ((1021, 1031), 0), ((1021, 1031), 1)], ids=str)
+def test_plain_cuda_sum_knob_still_meets_the_accumulation_bound(monkeypatch, shape, dim):
+    # REDUCE_OPS_SUM=plain (for measuring what compensation costs) must still be a correct sum.
+    monkeypatch.setenv("REDUCE_OPS_SUM", "plain")
+    for dtype in (torch.float32, torch.bfloat16):
+        check_sum(make_input(shape, dtype, "cuda"), dim)
+
+
 # ---- > 2^31 elements (CUDA, slow) ------------------------------------------------------------
 
 def _chunked_float64_sum(x, chunk=1 << 26):

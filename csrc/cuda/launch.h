@@ -25,14 +25,16 @@ constexpr int64_t kMinSplitChunk = 16384;
 template <int N>
 using Int = std::integral_constant<int, N>;
 
-// Developer knob for tests, the sanitizer script and threshold measurements: the environment
-// variable REDUCE_OPS_STRATEGY names a strategy to force where it applies (unset: automatic).
-// Read at each launch (one getenv, ~0.1 us against a launch's ~3 us) so a test can change it
-// between calls; a launcher ignores names that are not its own or that cannot run the shape.
-inline bool strategy_forced(const char* name) {
-  const char* s = std::getenv("REDUCE_OPS_STRATEGY");
-  return s != nullptr && std::strcmp(s, name) == 0;
+// Developer knobs for tests, the sanitizer script and measurements, read at each launch (one
+// getenv, ~0.1 us against a launch's ~3 us) so that a test can change them between calls:
+//   REDUCE_OPS_STRATEGY=<name>  forces a kernel strategy where it applies and can run the shape
+//                               (launchers ignore names that are not theirs);
+//   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs).
+inline bool env_equals(const char* var, const char* value) {
+  const char* s = std::getenv(var);
+  return s != nullptr && std::strcmp(s, value) == 0;
 }
+inline bool strategy_forced(const char* name) { return env_equals("REDUCE_OPS_STRATEGY", name); }
 inline bool strategy_forced_any() {
   const char* s = std::getenv("REDUCE_OPS_STRATEGY");
   return s != nullptr && s[0] != '\0';
@@ -51,14 +53,15 @@ inline int64_t grid_for(int64_t items) {
 }
 
 // Split of `rows` rows of `cols` elements into segments of whole 16-byte packs (64 elements
-// covers every dtype), enough of them to give each SM kBlocksPerSM blocks.
+// covers every dtype) of at least min_chunk elements, enough of them to give each SM
+// kBlocksPerSM blocks.
 struct RowSplit {
   int64_t splits, chunk;
 };
 
-inline RowSplit split_rows(int64_t rows, int64_t cols) {
+inline RowSplit split_rows(int64_t rows, int64_t cols, int64_t min_chunk = kMinSplitChunk) {
   const int64_t target_blocks = sm_count() * kBlocksPerSM;
-  int64_t splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, rows), ceil_div(cols, kMinSplitChunk)));
+  int64_t splits = std::max<int64_t>(1, std::min(ceil_div(target_blocks, rows), ceil_div(cols, min_chunk)));
   const int64_t chunk = ceil_div(ceil_div(cols, splits), 64) * 64;
   return {ceil_div(cols, chunk), chunk};
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/numeric.h"
 
@@ -27,14 +28,46 @@ inline bool is_aligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+// __shfl_xor_sync for any trivially copyable value whose size is a multiple of 4 bytes
+// (numbers, and small structs such as a compensated sum), word by word.
+template <typename T>
+__device__ __forceinline__ T shfl_xor(T v, int mask, int width) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return __shfl_xor_sync(0xffffffffu, v, mask, width);
+  } else {
+    static_assert(sizeof(T) % 4 == 0, "shuffled values are whole 32-bit words");
+    unsigned words[sizeof(T) / 4];
+    memcpy(words, &v, sizeof(T));
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) words[i] = __shfl_xor_sync(0xffffffffu, words[i], mask, width);
+    memcpy(&v, words, sizeof(T));
+    return v;
+  }
+}
+
+// A load through L2 only (never a possibly stale L1 line), for data other blocks wrote during
+// this kernel; any trivially copyable value of whole 32-bit words.
+template <typename T>
+__device__ __forceinline__ T load_cg(const T* p) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    return __ldcg(p);
+  } else {
+    static_assert(sizeof(T) % 4 == 0, "loaded values are whole 32-bit words");
+    unsigned words[sizeof(T) / 4];
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) words[i] = __ldcg(reinterpret_cast<const unsigned*>(p) + i);
+    T v;
+    memcpy(&v, words, sizeof(T));
+    return v;
+  }
+}
+
 // All-reduce over aligned groups of kWidth consecutive lanes (kWidth a power of two <= 32).
 // Every lane of the warp must call it; each lane gets its group's result.
 template <int kWidth, typename Acc, typename Op>
 __device__ __forceinline__ Acc warp_all_reduce(Acc v, Op op) {
 #pragma unroll
-  for (int mask = kWidth / 2; mask > 0; mask /= 2) {
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, mask, kWidth));
-  }
+  for (int mask = kWidth / 2; mask > 0; mask /= 2) v = op(v, shfl_xor(v, mask, kWidth));
   return v;
 }
 

@@ -1,8 +1,12 @@
-// Reduction algorithms (sum, max, any associative functor) over the strided views of ops.h.
+// Reduction algorithms (sum, max) over the strided views of ops.h.
 //
-//   reduce_rows_group_kernel  kThreadsPerRow (<= 32) lanes per row, many rows per block: short rows.
-//   reduce_rows_block_kernel  one block per (row, split): long rows; a row may be split over
-//                             several blocks whose partials a second launch combines.
+//   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: short and
+//                             medium rows (up to 32 x 32 packs).
+//   reduce_rows_block_kernel  one block per row: long rows, many of them.
+//   reduce_rows_split_kernel  several blocks per row, for few long rows and whole-tensor
+//                             reductions: each block writes its segment's partial, and the last
+//                             block of a row to finish folds the row's partials in a fixed order
+//                             and resets the row's counter. One launch, no memset.
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim.
@@ -16,56 +20,125 @@
 namespace reduce_ops {
 namespace cuda {
 
-// This thread's partial over the contiguous x[0, n), taking packs tid, tid + nthreads, ...
-// The elements before the first 16-byte boundary and the ragged tail are read as scalars, so
-// any element-aligned x works. kUnroll packs are in flight per thread.
-template <typename Acc, int kVec, int kUnroll, typename In, typename Op>
-__device__ __forceinline__ Acc thread_reduce_contiguous(const In* x, int64_t n, int tid, int nthreads,
-                                                        Op op) {
-  using P = Pack<In, kVec>;
-  const int64_t misalign = (reinterpret_cast<uintptr_t>(x) / sizeof(In)) % kVec;
-  const int64_t head = misalign == 0 ? 0 : (kVec - misalign < n ? kVec - misalign : n);
-  Acc acc = Op::identity();
-  for (int64_t i = tid; i < head; i += nthreads) acc = op(acc, static_cast<Acc>(x[i]));
-  const P* packs = reinterpret_cast<const P*>(x + head);
-  const int64_t npacks = (n - head) / kVec;
-  Acc lanes[kUnroll];
+// ---- Reducers: how elements are folded -------------------------------------------------------
+// A reducer R has a Value (the math type of one element: float or double) and an Acc (its
+// running state), and provides identity(), add(Acc, Value), a merge operator()(Acc, Acc) (used by
+// the warp and block all-reduce), reduce(Value, Value) (within one pack) and finish(Acc).
+
+template <typename Op>  // SumOp<V> or MaxOp<V>: the state is the value itself
+struct PlainReducer {
+  using Value = decltype(Op::identity());
+  using Acc = Value;
+  __device__ static Acc identity() { return Op::identity(); }
+  __device__ Acc add(Acc a, Value x) const { return Op()(a, x); }
+  __device__ Acc operator()(Acc a, Acc b) const { return Op()(a, b); }
+  __device__ Value reduce(Value a, Value b) const { return Op()(a, b); }
+  __device__ Value finish(Acc a) const { return a; }
+};
+
+template <typename V>
+struct Compensated {
+  V sum, comp;
+};
+
+// Neumaier's compensated sum: each addition's rounding error goes to `comp`, folded in at the
+// end. The kernels add one pack's pairwise sum (4 or 8 elements) at a time, so the error of a
+// long sum is about (log2(pack) + 2) ulps of sum |x| instead of growing with its length.
+template <typename V>
+struct NeumaierReducer {
+  using Value = V;
+  using Acc = Compensated<V>;
+  __device__ static Acc identity() { return {V(0), V(0)}; }
+  __device__ Acc add(Acc a, V x) const {
+    const V t = a.sum + x;
+    // The low-order bits lost by t: from x when |sum| >= |x|, else from sum.
+    a.comp += (fabs(a.sum) >= fabs(x)) ? (a.sum - t) + x : (x - t) + a.sum;
+    a.sum = t;
+    return a;
+  }
+  __device__ Acc operator()(Acc a, Acc b) const {
+    a = add(a, b.sum);
+    a.comp += b.comp;
+    return a;
+  }
+  __device__ V reduce(V a, V b) const { return a + b; }
+  // An infinite or NaN sum is final: its compensation (inf - inf) would only turn it into NaN.
+  __device__ V finish(Acc a) const { return a.sum - a.sum == V(0) ? a.sum + a.comp : a.sum; }
+};
+
+// The pairwise fold of one pack's kVec elements, in R's Value type.
+template <typename R, int kVec, typename In>
+__device__ __forceinline__ typename R::Value pack_value(const Pack<In, kVec>& p, const R& r) {
+  using V = typename R::Value;
+  V v[kVec];
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) lanes[u] = Op::identity();
+  for (int k = 0; k < kVec; ++k) v[k] = static_cast<V>(p.v[k]);
+#pragma unroll
+  for (int step = 1; step < kVec; step *= 2) {
+#pragma unroll
+    for (int k = 0; k + step < kVec; k += 2 * step) v[k] = r.reduce(v[k], v[k + step]);
+  }
+  return v[0];
+}
+
+// ---- One thread's share of a contiguous or strided run ------------------------------------
+
+// This thread's partial over whole packs p = tid, tid + nthreads, ... < npacks of a 16-byte
+// aligned x, kUnroll packs in flight.
+template <int kVec, int kUnroll, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int64_t npacks, int64_t tid,
+                                                               int64_t nthreads, const R& r) {
+  using P = Pack<In, kVec>;
+  const P* packs = reinterpret_cast<const P*>(x);
+  typename R::Acc lanes[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) lanes[u] = R::identity();
   int64_t p = tid;
-  for (; p + (kUnroll - 1) * static_cast<int64_t>(nthreads) < npacks; p += kUnroll * nthreads) {
+  for (; p + (kUnroll - 1) * nthreads < npacks; p += kUnroll * nthreads) {
     P v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = packs[p + u * nthreads];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) lanes[u] = op(lanes[u], static_cast<Acc>(v[u].v[k]));
-    }
+    for (int u = 0; u < kUnroll; ++u) lanes[u] = r.add(lanes[u], pack_value(v[u], r));
   }
-  for (; p < npacks; p += nthreads) {
-    const P v = packs[p];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) lanes[0] = op(lanes[0], static_cast<Acc>(v.v[k]));
+  for (int u = 0; u < kUnroll; ++u) {
+    if (p + u * nthreads < npacks) lanes[u] = r.add(lanes[u], pack_value(packs[p + u * nthreads], r));
   }
-  for (int64_t i = head + npacks * kVec + tid; i < n; i += nthreads) acc = op(acc, static_cast<Acc>(x[i]));
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) acc = op(acc, lanes[u]);
+  for (int u = 1; u < kUnroll; ++u) lanes[0] = r(lanes[0], lanes[u]);
+  return lanes[0];
+}
+
+// This thread's partial over the contiguous x[0, n) of any element alignment: the elements
+// before the first 16-byte boundary and the ragged tail are read as scalars.
+template <int kVec, int kUnroll, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_contiguous(const In* x, int64_t n, int64_t tid,
+                                                                    int64_t nthreads, const R& r) {
+  using V = typename R::Value;
+  const int64_t misalign = (reinterpret_cast<uintptr_t>(x) / sizeof(In)) % kVec;
+  const int64_t head = misalign == 0 ? 0 : (kVec - misalign < n ? kVec - misalign : n);
+  const int64_t npacks = (n - head) / kVec;
+  typename R::Acc acc = thread_reduce_packs<kVec, kUnroll>(x + head, npacks, tid, nthreads, r);
+  for (int64_t i = tid; i < head; i += nthreads) acc = r.add(acc, static_cast<V>(x[i]));
+  for (int64_t i = head + npacks * kVec + tid; i < n; i += nthreads) acc = r.add(acc, static_cast<V>(x[i]));
   return acc;
 }
 
 // This thread's partial over x[0], x[stride], ... x[(n - 1) * stride] (scalar loads).
-template <typename Acc, typename In, typename Op>
-__device__ __forceinline__ Acc thread_reduce_strided(const In* x, int64_t n, int64_t stride, int tid,
-                                                     int nthreads, Op op) {
-  Acc acc = Op::identity();
-  for (int64_t i = tid; i < n; i += nthreads) acc = op(acc, static_cast<Acc>(x[i * stride]));
+template <typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_strided(const In* x, int64_t n, int64_t stride,
+                                                                 int64_t tid, int64_t nthreads, const R& r) {
+  typename R::Acc acc = R::identity();
+  for (int64_t i = tid; i < n; i += nthreads) acc = r.add(acc, static_cast<typename R::Value>(x[i * stride]));
   return acc;
 }
 
+// ---- Rows --------------------------------------------------------------------------------
+
 // Rows of a reduction: row r = o * inner + i starts at o * outer_stride + i * inner_stride and
 // has `cols` elements `elem_stride` apart. Each row is cut into `splits` segments of `chunk`
-// elements; work item w = row * splits + segment writes out[w].
+// elements; work item w = row * splits + segment.
 struct RowsArgs {
   int64_t rows, cols, inner;
   int64_t outer_stride, inner_stride, elem_stride;
@@ -75,8 +148,7 @@ struct RowsArgs {
 };
 
 template <typename In>
-__device__ __forceinline__ const In* segment_start(const In* x, const RowsArgs& a, int64_t w,
-                                                   int64_t* n) {
+__device__ __forceinline__ const In* segment_start(const In* x, const RowsArgs& a, int64_t w, int64_t* n) {
   if (a.splits == 1 && a.inner == 1) {  // plain rows: no 64-bit divisions (costly per short row)
     *n = a.cols;
     return x + w * a.outer_stride;
@@ -87,75 +159,84 @@ __device__ __forceinline__ const In* segment_start(const In* x, const RowsArgs& 
   return x + (row / a.inner) * a.outer_stride + (row % a.inner) * a.inner_stride + c0 * a.elem_stride;
 }
 
-// This thread's partial over whole packs p = tid, tid + nthreads, ... < npacks (x 16-byte
-// aligned): the lean path of rows whose starts and lengths are all multiples of kVec.
-template <typename Acc, int kVec, int kUnroll, typename In, typename Op>
-__device__ __forceinline__ Acc thread_reduce_packs(const In* x, int64_t npacks, int tid, int nthreads, Op op) {
-  using P = Pack<In, kVec>;
-  const P* packs = reinterpret_cast<const P*>(x);
-  Acc lanes[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) lanes[u] = Op::identity();
-  for (int64_t p0 = tid; p0 < npacks; p0 += kUnroll * nthreads) {
-    P v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (p0 + u * nthreads < npacks) v[u] = packs[p0 + u * nthreads];
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (p0 + u * nthreads < npacks) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) lanes[u] = op(lanes[u], static_cast<Acc>(v[u].v[k]));
-      }
-    }
-  }
-#pragma unroll
-  for (int u = 1; u < kUnroll; ++u) lanes[0] = op(lanes[0], lanes[u]);
-  return lanes[0];
+template <int kUnroll, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_segment(const In* seg, int64_t n, const RowsArgs& a,
+                                                                 int tid, int nthreads, const R& r) {
+  constexpr int kVec = kMaxVec<In>;
+  if (a.aligned) return thread_reduce_packs<kVec, kUnroll>(seg, n / kVec, tid, nthreads, r);
+  return a.elem_stride == 1 ? thread_reduce_contiguous<kVec, kUnroll>(seg, n, tid, nthreads, r)
+                            : thread_reduce_strided(seg, n, a.elem_stride, tid, nthreads, r);
 }
 
-template <typename Acc, int kVec, int kUnroll, typename In, typename Op>
-__device__ __forceinline__ Acc thread_reduce_segment(const In* seg, int64_t n, const RowsArgs& a,
-                                                     int tid, int nthreads, Op op) {
-  if (a.aligned) return thread_reduce_packs<Acc, kVec, kUnroll>(seg, n / kVec, tid, nthreads, op);
-  return a.elem_stride == 1 ? thread_reduce_contiguous<Acc, kVec, kUnroll>(seg, n, tid, nthreads, op)
-                            : thread_reduce_strided<Acc>(seg, n, a.elem_stride, tid, nthreads, op);
-}
-
-template <typename In, typename Out, typename Acc, typename Op, int kThreadsPerRow>
-__global__ void reduce_rows_group_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a) {
-  static_assert(kThreadsPerRow <= kWarpSize, "a group lives inside one warp");
-  const Op op;
+template <typename In, typename Out, typename R, int kWidth, int kUnroll>
+__global__ void reduce_rows_group_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
+  static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
   const int64_t items = a.rows * a.splits;
-  const int lane = threadIdx.x % kThreadsPerRow;
-  const int64_t groups_per_block = blockDim.x / kThreadsPerRow;
+  const int lane = threadIdx.x % kWidth;
+  const int64_t groups_per_block = blockDim.x / kWidth;
   // Whole warps step together so that every lane reaches the shuffles.
-  for (int64_t w = blockIdx.x * groups_per_block + threadIdx.x / kThreadsPerRow;
-       w - threadIdx.x % kWarpSize / kThreadsPerRow < items; w += gridDim.x * groups_per_block) {
-    Acc acc = Op::identity();
+  for (int64_t w = blockIdx.x * groups_per_block + threadIdx.x / kWidth;
+       w - threadIdx.x % kWarpSize / kWidth < items; w += gridDim.x * groups_per_block) {
+    typename R::Acc acc = R::identity();
     if (w < items) {
       int64_t n;
       const In* seg = segment_start(x, a, w, &n);
-      acc = thread_reduce_segment<Acc, kMaxVec<In>, 2>(seg, n, a, lane, kThreadsPerRow, op);
+      acc = thread_reduce_segment<kUnroll>(seg, n, a, lane, kWidth, r);
     }
-    acc = warp_all_reduce<kThreadsPerRow>(acc, op);
-    if (w < items && lane == 0) out[w] = static_cast<Out>(acc);
+    acc = warp_all_reduce<kWidth>(acc, r);
+    if (w < items && lane == 0) out[w] = static_cast<Out>(r.finish(acc));
   }
 }
 
-template <typename In, typename Out, typename Acc, typename Op>
-__global__ void reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a) {
-  const Op op;
+template <typename In, typename Out, typename R, int kUnroll>
+__global__ void reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     int64_t n;
     const In* seg = segment_start(x, a, w, &n);
-    Acc acc = thread_reduce_segment<Acc, kMaxVec<In>, 4>(seg, n, a, threadIdx.x, blockDim.x, op);
-    acc = block_all_reduce(acc, op);
-    if (threadIdx.x == 0) out[w] = static_cast<Out>(acc);
+    typename R::Acc acc = thread_reduce_segment<kUnroll>(seg, n, a, threadIdx.x, blockDim.x, r);
+    acc = block_all_reduce(acc, r);
+    if (threadIdx.x == 0) out[w] = static_cast<Out>(r.finish(acc));
   }
 }
+
+// Split rows in one launch: item w = row * splits + seg reduces its segment into partial[w];
+// the block whose arrival completes a row's count folds that row's partials (in index order,
+// the same for every run) into out[row] and resets counters[row] to 0, so the counters are all
+// zero again when the kernel ends. counters must be zero when the kernel starts.
+template <typename In, typename Out, typename R, int kUnroll>
+__global__ void reduce_rows_split_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a,
+                                         typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters,
+                                         R r) {
+  __shared__ bool last;
+  const int64_t items = a.rows * a.splits;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    int64_t n;
+    const In* seg = segment_start(x, a, w, &n);
+    typename R::Acc acc = thread_reduce_segment<kUnroll>(seg, n, a, threadIdx.x, blockDim.x, r);
+    acc = block_all_reduce(acc, r);
+    const int64_t row = w / a.splits;
+    if (threadIdx.x == 0) {
+      partial[w] = acc;
+      __threadfence();  // the partial is visible device-wide before the arrival is counted
+      last = atomicAdd(counters + row, 1u) == static_cast<unsigned>(a.splits - 1);
+    }
+    __syncthreads();
+    if (last) {
+      __threadfence();
+      acc = R::identity();
+      for (int64_t j = threadIdx.x; j < a.splits; j += blockDim.x) acc = r(acc, load_cg(partial + row * a.splits + j));
+      acc = block_all_reduce(acc, r);
+      if (threadIdx.x == 0) {
+        out[row] = static_cast<Out>(r.finish(acc));
+        counters[row] = 0u;
+      }
+    }
+    __syncthreads();  // `last` is rewritten by the next item
+  }
+}
+
+// ---- Columns -----------------------------------------------------------------------------
 
 // out[(seg * outer + o) * inner + i] = reduce over r in segment seg of
 //                                      x[o * outer_stride + r * reduced_stride + i * inner_stride].
@@ -167,12 +248,13 @@ struct ColsArgs {
 };
 
 // Block: blockDim.x threads across columns (kVec each), blockDim.y across the reduced dim.
-template <typename In, typename Out, typename Acc, typename Op, int kVec>
-__global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, ColsArgs a) {
+template <typename In, typename Out, typename R, int kVec>
+__global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, ColsArgs a, R r) {
+  using Acc = typename R::Acc;
+  using V = typename R::Value;
   constexpr int kUnroll = 4;
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* partial = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
-  const Op op;
   const int64_t tile_cols = static_cast<int64_t>(blockDim.x) * kVec;
   const int64_t tiles = (a.inner + tile_cols - 1) / tile_cols;
   const int64_t items = a.splits * a.outer * tiles;
@@ -182,30 +264,30 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
     const int64_t r0 = seg * a.chunk, r1 = (a.reduced - r0 < a.chunk) ? a.reduced : r0 + a.chunk;
     Acc acc[kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) acc[k] = Op::identity();
+    for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
     if (i < a.inner) {
       const In* base = x + o * a.outer_stride + i * a.inner_stride;
-      int64_t r = r0 + threadIdx.y;
+      int64_t row = r0 + threadIdx.y;
       const int64_t step = blockDim.y;
       if constexpr (kVec > 1) {
         using P = Pack<In, kVec>;
-        for (; r + (kUnroll - 1) * step < r1; r += kUnroll * step) {
+        for (; row + (kUnroll - 1) * step < r1; row += kUnroll * step) {
           P v[kUnroll];
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u)
-            v[u] = *reinterpret_cast<const P*>(base + (r + u * step) * a.reduced_stride);
+            v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-            for (int k = 0; k < kVec; ++k) acc[k] = op(acc[k], static_cast<Acc>(v[u].v[k]));
+            for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], static_cast<V>(v[u].v[k]));
         }
-        for (; r < r1; r += step) {
-          const P v = *reinterpret_cast<const P*>(base + r * a.reduced_stride);
+        for (; row < r1; row += step) {
+          const P v = *reinterpret_cast<const P*>(base + row * a.reduced_stride);
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) acc[k] = op(acc[k], static_cast<Acc>(v.v[k]));
+          for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], static_cast<V>(v.v[k]));
         }
       } else {
-        for (; r < r1; r += step) acc[0] = op(acc[0], static_cast<Acc>(base[r * a.reduced_stride]));
+        for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));
       }
     }
     // Combine the blockDim.y partials of each column in a fixed order.
@@ -217,11 +299,11 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
       for (int y = 1; y < blockDim.y; ++y) {
         const Acc* theirs = partial + (y * blockDim.x + threadIdx.x) * kVec;
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) acc[k] = op(acc[k], theirs[k]);
+        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
       }
       Out* dst = out + (seg * a.outer + o) * a.inner + i;
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) dst[k] = static_cast<Out>(acc[k]);
+      for (int k = 0; k < kVec; ++k) dst[k] = static_cast<Out>(r.finish(acc[k]));
     }
     __syncthreads();
   }
