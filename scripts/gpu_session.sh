@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine session in one command: build for sm_90, then the stages named in $@
-# (smoke, test, sanitize, bench), each writing its log under $OUT. Prints a short summary last.
-#   bash scripts/gpu_session.sh smoke test
+# (smoke, test, sanitize, accuracy, tune, bench), each writing its log under $OUT. Prints a short
+# summary last. TESTS selects test files (default: all), BENCH_ARGS adds bench.py options.
+#   TESTS="tests/test_reduce.py" bash scripts/gpu_session.sh smoke test
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -22,7 +23,7 @@ for stage in "$@"; do
     test)
       # One pytest per file, so that a crash in one file cannot hide the others' results.
       : > "$OUT/pytest.log"
-      for f in tests/test_*.py; do
+      for f in ${TESTS:-tests/test_*.py}; do
         timeout 300 python3 -m pytest "$f" -q -rfEs -p no:cacheprovider --durations=5 >> "$OUT/pytest.log" 2>&1
         summary+=("pytest $f rc=$?: $(tail -1 "$OUT/pytest.log")")
       done
@@ -33,6 +34,16 @@ for stage in "$@"; do
           python3 scripts/sanitize_cases.py > "$OUT/sanitize_$tool.log" 2>&1
         summary+=("sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
       done ;;
+    accuracy)
+      python3 scripts/accuracy_report.py --json "$OUT/accuracy.json" > "$OUT/accuracy.log" 2>&1
+      summary+=("accuracy rc=$?")
+      tail -60 "$OUT/accuracy.log" ;;
+    tune)
+      if [ -f scripts/tune_rows.py ]; then
+        python3 scripts/tune_rows.py --json "$OUT/tune_rows.json" > "$OUT/tune_rows.log" 2>&1
+        summary+=("tune_rows rc=$?")
+        tail -70 "$OUT/tune_rows.log"
+      fi ;;
     bench)
       # Peers' wheels (Liger-Kernel, FlagGems) travel in .whl/ when the call carries it.
       if ls .whl/*.whl > /dev/null 2>&1; then
