@@ -429,21 +429,23 @@ def test_sum_is_deterministic_on_large_cuda_inputs(dtype, shape, dim):
 
 # ---- every CUDA strategy, forced on small shapes -----------------------------------------------
 
-# Each shape is run under every strategy the launcher can be forced into (REDUCE_OPS_STRATEGY):
-# lanes per row, a warp per row, a block per row, split rows with the last-block combine, and
-# split columns; a launcher ignores a strategy that does not apply to its layout.
-STRATEGY_CASES = [((64, 13), -1), ((64, 100), -1), ((33, 500), -1), ((9, 3000), -1), ((3, 70001), -1),
+# Each shape is run under the automatic choice (aligned short rows: several rows per lane group)
+# and every strategy the launcher can be forced into (REDUCE_OPS_STRATEGY): lanes per row, a
+# warp per row, a block per row, split rows with the last-block combine, and split columns; a
+# launcher ignores a strategy that does not apply to its layout.
+STRATEGY_CASES = [((64, 13), -1), ((64, 100), -1), ((1001, 128), -1), ((77, 32), 1), ((9, 8), -1), ((33, 500), -1), ((9, 3000), -1), ((3, 70001), -1),
                   ((140003,), None), ((1 << 20,), None), ((5, 7, 13), (0, 2)), ((300, 64), 0),
                   ((5000, 8), 0), ((40, 7, 9), (0, 2)), ((16, 12), 0)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", ["group", "warp", "block", "split"])
+@pytest.mark.parametrize("strategy", ["auto", "group", "warp", "block", "split"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed"])
 @pytest.mark.parametrize("shape,dim", STRATEGY_CASES, ids=str)
 def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout, shape, dim):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    if strategy != "auto":
+        monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
     x = make_input(shape, dtype, "cuda", layout)
     check_sum(x, dim)
     check_amax(x, dim)

@@ -1,8 +1,9 @@
 // Launch of the reductions: picks kernel, block, grid and split from the view and the device.
 //
 // Strategies (REDUCE_OPS_STRATEGY forces one where the shape allows, for tests and measurement):
-//   group  lanes per row, short rows        warp   a warp per row, medium rows
-//   block  a block per row                   split  several blocks per row, one launch
+//   short  lanes per row, several rows in flight (aligned short rows; the default for them)
+//   group  lanes per row, one row at a time   warp   a warp per row, medium rows
+//   block  a block per row                    split  several blocks per row, one launch
 //   columns (reduction over an outer dim) is chosen by layout alone.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
@@ -79,6 +80,19 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
   // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy).
   const bool many_rows = a.rows >= 32 * sm_count();
+  if (a.aligned && a.inner == 1 && packs <= 32 && !strategy_forced("block") && !strategy_forced("group")) {
+    // Short aligned rows: a pack per lane per row, several rows in flight per lane (8 when a
+    // group is 4 lanes, else 4: 64-128 bytes a lane).
+    auto rows = [&](auto width_tag, auto rows_tag) {
+      constexpr int kWidth = decltype(width_tag)::value, kRows = decltype(rows_tag)::value;
+      reduce_short_rows_kernel<In, Out, R, kWidth, kRows>
+          <<<ceil_div(a.rows, kRows * (kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
+    };
+    if (packs <= 4) return rows(Int<4>{}, Int<8>{});
+    if (packs <= 8) return rows(Int<8>{}, Int<4>{});
+    if (packs <= 16) return rows(Int<16>{}, Int<4>{});
+    return rows(Int<32>{}, Int<4>{});
+  }
   if (!strategy_forced("block")) {
     if (packs <= 16) return group(Int<4>{}, Int<4>{});
     if (packs <= 32) return group(Int<8>{}, Int<4>{});

@@ -1,7 +1,9 @@
 // Reduction algorithms (sum, max) over the strided views of ops.h.
 //
-//   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: short and
-//                             medium rows (up to 32 x 32 packs).
+//   reduce_short_rows_kernel  aligned rows of at most 32 packs: kWidth lanes take kRows rows at
+//                             once, a pack of each per lane.
+//   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
+//                             rows and medium rows (up to 32 x 32 packs).
 //   reduce_rows_block_kernel  one block per row: long rows, many of them.
 //   reduce_rows_split_kernel  several blocks per row, for few long rows and whole-tensor
 //                             reductions: each block writes its segment's partial, and the last
@@ -168,8 +170,14 @@ __device__ __forceinline__ typename R::Acc thread_reduce_segment(const In* seg, 
                             : thread_reduce_strided(seg, n, a.elem_stride, tid, nthreads, r);
 }
 
+// The row kernels run 256-thread blocks (kBlock, launch.h). The block and split kernels fit
+// in 32 registers, so that 8 blocks fill an SM (at 40, compensated sums lost 6-11% of their
+// speed for the missing blocks); the group kernels hold more packs per thread and would spill.
+#define REDUCE_OPS_ROWS_BOUNDS __launch_bounds__(256, 8)
+#define REDUCE_OPS_GROUP_BOUNDS __launch_bounds__(256)
+
 template <typename In, typename Out, typename R, int kWidth, int kUnroll>
-__global__ void reduce_rows_group_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
+__global__ void REDUCE_OPS_GROUP_BOUNDS reduce_rows_group_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
   const int64_t items = a.rows * a.splits;
   const int lane = threadIdx.x % kWidth;
@@ -188,8 +196,46 @@ __global__ void reduce_rows_group_kernel(const In* __restrict__ x, Out* __restri
   }
 }
 
+// Short aligned rows (a.aligned, one segment per row, plain rows: inner == 1), at most kWidth
+// packs each: a group of kWidth lanes takes kRows consecutive rows at once, a pack of each row
+// per lane, so kRows loads are in flight per lane before the first shuffle. One row per group
+// per launch slot: the grid covers every row, no loop.
+template <typename In, typename Out, typename R, int kWidth, int kRows>
+__global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
+                                                                RowsArgs a, R r) {
+  static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
+  constexpr int kVec = kMaxVec<In>;
+  using P = Pack<In, kVec>;
+  const int lane = threadIdx.x % kWidth;
+  const int64_t group = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWidth;
+  const int64_t warp_first_row = (group - threadIdx.x % kWarpSize / kWidth) * kRows;
+  if (warp_first_row >= a.rows) return;  // the whole warp: no lane of it is left for a shuffle
+  const int64_t row0 = group * kRows;
+  const bool lane_in_row = lane < a.cols / kVec;
+  P v[kRows];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+    if (lane_in_row && row0 + j < a.rows) v[j] = *reinterpret_cast<const P*>(x + (row0 + j) * a.outer_stride + lane * kVec);
+  }
+  typename R::Acc acc[kRows];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+    acc[j] = (lane_in_row && row0 + j < a.rows) ? r.add(R::identity(), pack_value(v[j], r)) : R::identity();
+  }
+#pragma unroll
+  for (int mask = kWidth / 2; mask > 0; mask /= 2) {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) acc[j] = r(acc[j], shfl_xor(acc[j], mask, kWidth));
+  }
+  // Lane j stores row j: the group's kRows results go out in one coalesced store.
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) {
+    if (lane == j % kWidth && row0 + j < a.rows) out[row0 + j] = static_cast<Out>(r.finish(acc[j]));
+  }
+}
+
 template <typename In, typename Out, typename R, int kUnroll>
-__global__ void reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
+__global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     int64_t n;
@@ -205,7 +251,7 @@ __global__ void reduce_rows_block_kernel(const In* __restrict__ x, Out* __restri
 // the same for every run) into out[row] and resets counters[row] to 0, so the counters are all
 // zero again when the kernel ends. counters must be zero when the kernel starts.
 template <typename In, typename Out, typename R, int kUnroll>
-__global__ void reduce_rows_split_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a,
+__global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a,
                                          typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters,
                                          R r) {
   __shared__ bool last;
@@ -252,7 +298,7 @@ template <typename In, typename Out, typename R, int kVec>
 __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, ColsArgs a, R r) {
   using Acc = typename R::Acc;
   using V = typename R::Value;
-  constexpr int kUnroll = 4;
+  constexpr int kUnroll = 8;  // 8 rows of 16-byte loads in flight per thread
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* partial = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
   const int64_t tile_cols = static_cast<int64_t>(blockDim.x) * kVec;
