@@ -372,8 +372,8 @@ def special_rows(x, dtype):
     x[1, 1::2] = -0.0
     x[2, cols // 2] = float("nan")
     x[3, cols // 3] = float("-inf")
-    x[4] = (x[4].float().clamp(-1, 1) * fi.tiny * 0.5).to(dtype)
-    x[5] = (x[5].float().clamp(-1, 1) * fi.max).to(dtype)
+    x[4] = (x[4].double().clamp(-1, 1) * fi.tiny * 0.5).to(dtype)
+    x[5] = (x[5].double().clamp(-1, 1) * fi.max).to(dtype)
     return x
 
 
