@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common/numeric.h"
 
@@ -67,23 +68,31 @@ __device__ __forceinline__ double fast_exp(double x) { return exp(x); }
 
 // x / s for every x of a row that shares one scale s, without a division per element.
 // Markstein's correction: with inv = RN(1/s) and q = RN(x * inv), r = x - q * s is exact (fma),
-// and RN(q + r * inv) is the correctly rounded x / s while nothing over- or underflows. The
-// per-row setup keeps it so: a tiny or huge s is first brought to a safe exponent by a power
-// of two `pre` (x and s both multiplied, which is exact). Special rows need no branch per
-// element: s == 0 (all x are +-0) and s == inf use inv = s' = 0, so out = x * 0 (0, or NaN for
-// x = inf, as x / inf); s = NaN gives inv = NaN, so every out is NaN. ReduceScale's rule
-// "a row whose scale is 0 gives 0" holds: x is +-0 there and out is +0.
+// and RN(q + r * inv) is the correctly rounded x / s while r does not underflow. The per-row
+// setup brings s to [1, 2) by a power of two `pre` (x and s both multiplied: exact, and
+// x * pre <= s * pre < 2), so r stays exact down to results of ~2^-100 (float), and 1/s never
+// overflows. Special rows need no branch per element: s == 0 (all x are +-0) and s == inf use
+// inv = s' = 0, so out = x * 0 (0, or NaN for x = inf, as x / inf); s = NaN gives NaN. The
+// ReduceScale rule "a row whose scale is 0 gives 0" holds: x is +-0 there and out is +0.
 template <typename Acc>
 struct ScaleDivider {
   Acc pre, s, inv;
   __device__ explicit ScaleDivider(Acc scale) {
-    constexpr Acc kLow = Acc(4) * std::numeric_limits<Acc>::min();   // 1/s finite above it
-    constexpr Acc kHigh = std::numeric_limits<Acc>::max() / Acc(4);  // 1/s normal below it
-    constexpr Acc kShift = Acc(18446744073709551616.0);              // 2^64
     const Acc inf = std::numeric_limits<Acc>::infinity();
-    pre = scale < kLow ? kShift : (scale > kHigh && scale < inf ? Acc(1) / kShift : Acc(1));
-    s = (scale == Acc(0) || scale == inf) ? Acc(0) : scale * pre;
-    inv = s == Acc(0) ? Acc(0) : Acc(1) / s;  // NaN stays NaN
+    const bool regular = scale > Acc(0) && scale < inf;  // false for 0, inf and NaN
+    // 2^-exponent(s), at most 2^(max_exponent - 1) so that it is finite (subnormal s land in
+    // [2^-23, 1) for float: still far from underflow).
+    constexpr int kMaxShift = std::numeric_limits<Acc>::max_exponent - 1;
+    int shift = 0;
+    if (regular) {
+      if constexpr (std::is_same_v<Acc, float>) shift = -ilogbf(scale);
+      else shift = -ilogb(scale);
+    }
+    shift = shift < kMaxShift ? shift : kMaxShift;
+    if constexpr (std::is_same_v<Acc, float>) pre = scalbnf(1.0f, shift);
+    else pre = scalbn(1.0, shift);
+    s = (scale == Acc(0) || scale == inf) ? Acc(0) : scale * pre;  // NaN stays NaN
+    inv = s == Acc(0) ? Acc(0) : Acc(1) / s;
   }
   __device__ __forceinline__ Acc operator()(Acc x) const {
     const Acc xs = x * pre;
