@@ -2,14 +2,21 @@
 
 The whole test suite under memcheck takes far longer than a GPU call allows; this script runs
 each strategy once on a small shape (and checks the result against torch, so a silent race
-shows as a wrong value too):
+shows as a wrong value too). Softmax, ReduceScale and softmax_backward run once per row
+strategy, forced through REDUCE_OPS_STRATEGY (a strategy that cannot run a shape falls back to
+the automatic choice), plus once automatic:
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
 """
+import os
+
 import torch
 
 import reduce_ops
+
+# The row dispatcher's strategies (csrc/cuda/softmax.cu); None is the automatic choice.
+ROW_STRATEGIES = [None, "warp", "block", "cluster", "smem", "split"]
 
 dev = "cuda"
 torch.manual_seed(0)
@@ -33,18 +40,29 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
     check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)
-    # Softmax / ReduceScale / backward: warp (small groups, packs 1..8), block in shared memory,
-    # split rows, inner dim, unaligned rows.
-    for rows, cols in [(33, 7), (33, 40), (33, 300), (9, 2000), (4, 9000), (2, 40000), (1, 70000)]:
-        x = torch.randn(rows, cols, device=dev, dtype=dtype)
-        y = reduce_ops.softmax(x, -1)
-        check(f"softmax {dtype} {rows}x{cols}", y, torch.softmax(x.double(), -1), tol)
-        out, scale = reduce_ops.reduce_scale(x)
-        ref_scale = x.double().abs().amax(-1, keepdim=True)
-        check(f"reduce_scale {dtype} {rows}x{cols}", out, x.double() / ref_scale, tol)
-        g = torch.randn_like(y)
-        ref = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64)
-        check(f"softmax_backward {dtype} {rows}x{cols}", reduce_ops.softmax_backward(g, y, -1), ref, tol)
+    # Softmax / ReduceScale / backward under every row strategy: warp (small groups, packs 1..8),
+    # block and cluster (registers; 70000 gives clusters of 4 or 8 blocks), shared memory, split
+    # rows; 9001 is unaligned (scalar kernels).
+    for strategy in ROW_STRATEGIES:
+        if strategy is None:
+            os.environ.pop("REDUCE_OPS_STRATEGY", None)
+        else:
+            os.environ["REDUCE_OPS_STRATEGY"] = strategy
+        for rows, cols in [(33, 7), (33, 40), (33, 300), (9, 2000), (4, 9000), (3, 9001), (2, 40000), (3, 70000)]:
+            x = torch.randn(rows, cols, device=dev, dtype=dtype)
+            if rows >= 3:
+                x[1] = 0.0  # ReduceScale's zero row
+            y = reduce_ops.softmax(x, -1)
+            tag = f"{strategy or 'auto'} {dtype} {rows}x{cols}"
+            check(f"softmax {tag}", y, torch.softmax(x.double(), -1), tol)
+            out, scale = reduce_ops.reduce_scale(x)
+            ref_scale = x.double().abs().amax(-1, keepdim=True)
+            ref_out = torch.where(ref_scale == 0, torch.zeros_like(ref_scale), x.double() / ref_scale)
+            check(f"reduce_scale {tag}", out, ref_out, tol)
+            g = torch.randn_like(y)
+            ref = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64)
+            check(f"softmax_backward {tag}", reduce_ops.softmax_backward(g, y, -1), ref, tol)
+    os.environ.pop("REDUCE_OPS_STRATEGY", None)
     x = torch.randn(6, 50, 9, device=dev, dtype=dtype)
     check(f"softmax inner {dtype}", reduce_ops.softmax(x, 1), torch.softmax(x.double(), 1), tol)
     xo = torch.randn(16 * 301 + 1, device=dev, dtype=dtype)[1:].view(16, 301)

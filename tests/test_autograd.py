@@ -115,20 +115,44 @@ def test_softmax_backward_matches_aten(device, dtype, shape, dim):
     assert ((got.double() - ref).abs() <= tol * scale + tol * 1e-3).all()
 
 
+def assert_backward_close(got, grad, out, dtype):
+    ref = reference_softmax_backward(grad, out, -1)
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12}.get(dtype, 1e-2)
+    # The error of grad_x scales with |out| * (|grad| + |<grad, out>|): compare in that unit.
+    scale = out.double().abs() * (grad.double().abs() + (grad.double() * out.double()).sum(-1, keepdim=True).abs())
+    ok = ((got.double() - ref).abs() <= tol * scale + tol * 1e-3) | (torch.isnan(ref) & torch.isnan(got.double()))
+    assert ok.all()
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("rows,cols", [(300, 128), (33, 1000), (9, 6000), (4, 40000), (2, 300000)],
                          ids=str)
 def test_softmax_backward_every_cuda_strategy(dtype, rows, cols):
-    # warp path (registers), block path (shared memory), split rows (partials, then apply).
+    # The automatic choice at row lengths that straddle its thresholds.
     x = make_input((rows, cols), dtype, "cuda")
     out = torch.softmax(x.double(), -1).to(dtype)
     grad = make_input((rows, cols), dtype, "cuda")
-    got = reduce_ops.softmax_backward(grad, out, -1).double()
-    ref = reference_softmax_backward(grad, out, -1)
-    tol = 1e-5 if dtype == torch.float32 else 1e-2
-    scale = out.double().abs() * (grad.double().abs() + (grad.double() * out.double()).sum(-1, keepdim=True).abs())
-    assert ((got - ref).abs() <= tol * scale + tol * 1e-3).all()
+    assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
+
+
+# The dispatcher's strategies (csrc/cuda/softmax.cu); unrunnable ones fall back to automatic.
+CUDA_STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("rows,cols", [(33, 100), (9, 1000), (5, 4096), (3, 1021), (4, 4099), (3, 70000),
+                                       (2, 1 << 18)], ids=str)
+def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, rows, cols):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    x = make_input((rows, cols), dtype, "cuda")
+    x[0, cols // 2] = float("nan")  # a NaN row stays NaN
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
 
 
 def test_softmax_backward_rejects_mismatched_operands(device):

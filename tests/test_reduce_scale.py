@@ -18,7 +18,7 @@ from conftest import (
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from conftest import row_count, strided_tensors  # noqa: E402
+from conftest import requires_cuda, row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -353,3 +353,44 @@ def test_reduce_scale_property(data):
         x[(0,) * x.dim()] = 0.0 if data.draw(st.booleans()) else float("nan")
     check_reduce_scale(x, eps)
     check_reduce_scale_(x, eps)  # x has no self-overlap: in place is allowed
+
+
+# ---- every CUDA strategy, forced (REDUCE_OPS_STRATEGY) -----------------------------------------
+
+
+# See test_softmax.py: the dispatcher's strategies; unrunnable ones fall back to automatic.
+CUDA_STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
+STRATEGY_SHAPES = [(33, 100), (9, 1000), (5, 4096), (6, 1021), (6, 4099), (6, 70000), (6, 1 << 18)]
+
+
+def special_rows(x, dtype):
+    """Row 1 zeros (+-0), row 2 a NaN, row 3 an -inf, row 4 tiny (scale below eps and, for
+    float32/bfloat16, subnormal), row 5 huge (near the dtype's max)."""
+    cols = x.shape[-1]
+    fi = torch.finfo(dtype)
+    x[1, ::2] = 0.0
+    x[1, 1::2] = -0.0
+    x[2, cols // 2] = float("nan")
+    x[3, cols // 3] = float("-inf")
+    x[4] = (x[4].double().clamp(-1, 1) * fi.tiny * 0.5).to(dtype)
+    x[5] = (x[5].double().clamp(-1, 1) * fi.max).to(dtype)
+    return x
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape", STRATEGY_SHAPES, ids=str)
+def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    check_reduce_scale(make_input(shape, dtype, "cuda"))
+    if shape[0] >= 6:
+        x = special_rows(make_input(shape, dtype, "cuda"), dtype)
+        out, scale = check_reduce_scale(x)
+        assert scale[1].item() == 0 and (out[1] == 0).all() and not torch.isnan(out[1]).any()
+        assert torch.isnan(out[2]).all() and scale[3].item() == float("inf")
+        for eps in (1e-3, 1.0):  # eps replaces the tiny row's scale; the zero row's too
+            out, scale = check_reduce_scale(x, eps=eps)
+            assert scale[4].item() == torch.tensor(eps, dtype=accumulate_dtype(dtype)).item()
+            assert (out[1] == 0).all()
+        check_reduce_scale_(x.clone(), eps=1e-3)

@@ -288,3 +288,58 @@ def test_softmax_property(data):
     dim = data.draw(st.integers(-max(x.dim(), 1), max(x.dim(), 1) - 1))
     dtype = data.draw(st.sampled_from([None, torch.float32]))
     check_softmax(x, dim, dtype)
+
+
+# ---- every CUDA strategy, forced (REDUCE_OPS_STRATEGY) -----------------------------------------
+
+# The dispatcher's strategies (csrc/cuda/softmax.cu). A name that cannot run a shape (e.g.
+# "block" on an unaligned row) falls back to the automatic choice, so every case is still checked.
+CUDA_STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
+# Small rows reach every strategy; 1021 and 4099 are not a multiple of any pack (scalar paths);
+# 70000 gives clusters of 4 (bfloat16) and 8 (float32) blocks, 2^18 float32 one of 16.
+STRATEGY_SHAPES = [(33, 100), (9, 1000), (5, 4096), (3, 1021), (4, 4099), (3, 70000), (3, 1 << 18)]
+
+
+def special_rows(x):
+    """Row 0 random, row 1 all -inf, row 2 a NaN, row 3 -inf entries and a +inf, if present."""
+    cols = x.shape[-1]
+    x[1 % x.shape[0]] = float("-inf")
+    if x.shape[0] > 2:
+        x[2, cols // 2] = float("nan")
+    if x.shape[0] > 3:
+        x[3, ::3] = float("-inf")
+        x[3, cols - 1] = float("inf")
+    return x
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape", STRATEGY_SHAPES, ids=str)
+def test_softmax_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    check_softmax(make_input(shape, dtype, "cuda"), -1)
+    check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
+    x = 1e4 + make_input(shape, torch.float32, "cuda")  # max subtraction in every strategy
+    check_softmax(x.to(dtype), -1)
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("shape", [(9, 1000), (3, 70000)], ids=str)
+def test_softmax_every_cuda_strategy_widening(monkeypatch, strategy, shape):
+    # bfloat16 / half in, float32 out: the kernels that widen in registers.
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    for in_dtype in (torch.bfloat16, torch.float16):
+        x = special_rows(make_input(shape, in_dtype, "cuda"))
+        check_softmax(x, -1, dtype=torch.float32)
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
+    # Rows of a larger tensor (row stride != cols) and many rows (grid-stride loops).
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    base = make_input((600, 2056), torch.float32, "cuda")
+    check_softmax(base[:, 8:2056], -1)
+    check_softmax(make_input((5000, 1024), torch.bfloat16, "cuda"), -1)

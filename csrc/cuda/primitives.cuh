@@ -2,9 +2,11 @@
 // No knowledge of tensors or torch here.
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "common/numeric.h"
@@ -95,6 +97,94 @@ __device__ __forceinline__ Acc block_all_reduce(Acc v, Op op) {
 // exp(x) through the ex2 unit with log2(e) folded in for float; exact exp for double.
 __device__ __forceinline__ float fast_exp(float x) { return exp2f(x * 1.4426950408889634f); }
 __device__ __forceinline__ double fast_exp(double x) { return exp(x); }
+
+// x / s for every x of a row that shares one scale s, without a division per element.
+// Markstein's correction: with inv = RN(1/s) and q = RN(x * inv), r = x - q * s is exact (fma),
+// and RN(q + r * inv) is the correctly rounded x / s while r does not underflow. The per-row
+// setup brings s to [1, 2) by a power of two `pre` (x and s both multiplied: exact, and
+// x * pre <= s * pre < 2), so r stays exact down to results of ~2^-100 (float), and 1/s never
+// overflows. Special rows need no branch per element: s == 0 (all x are +-0) and s == inf use
+// inv = s' = 0, so out = x * 0 (0, or NaN for x = inf, as x / inf); s = NaN gives NaN. The
+// ReduceScale rule "a row whose scale is 0 gives 0" holds: x is +-0 there and out is +0.
+template <typename Acc>
+struct ScaleDivider {
+  Acc pre, s, inv;
+  __device__ explicit ScaleDivider(Acc scale) {
+    const Acc inf = std::numeric_limits<Acc>::infinity();
+    const bool regular = scale > Acc(0) && scale < inf;  // false for 0, inf and NaN
+    // 2^-exponent(s), at most 2^(max_exponent - 1) so that it is finite (subnormal s land in
+    // [2^-23, 1) for float: still far from underflow).
+    constexpr int kMaxShift = std::numeric_limits<Acc>::max_exponent - 1;
+    int shift = 0;
+    if (regular) {
+      if constexpr (std::is_same_v<Acc, float>) shift = -ilogbf(scale);
+      else shift = -ilogb(scale);
+    }
+    shift = shift < kMaxShift ? shift : kMaxShift;
+    if constexpr (std::is_same_v<Acc, float>) pre = scalbnf(1.0f, shift);
+    else pre = scalbn(1.0, shift);
+    s = (scale == Acc(0) || scale == inf) ? Acc(0) : scale * pre;  // NaN stays NaN
+    inv = s == Acc(0) ? Acc(0) : Acc(1) / s;
+  }
+  __device__ __forceinline__ Acc operator()(Acc x) const {
+    const Acc xs = x * pre;
+    const Acc q = xs * inv;
+    return fma(fma(-q, s, xs), inv, q);
+  }
+};
+
+// Thread block clusters (sm_90 and later). These helpers compile on every target; below sm_90
+// they trap, and the launchers never pick a cluster kernel there (compute capability < 9).
+__device__ __forceinline__ unsigned cluster_blocks() {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().num_blocks();
+#else
+  __trap();
+  return 1;
+#endif
+}
+
+__device__ __forceinline__ unsigned cluster_block_rank() {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().block_rank();
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+// Every thread of every block of the cluster must call it (a cluster-wide barrier with release /
+// acquire semantics for shared memory).
+__device__ __forceinline__ void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __trap();
+#endif
+}
+
+// All-reduce of one value per block over the blocks of a cluster (at most 32 blocks). Every
+// thread of every block must call it with its block's value (the same in all threads of a block,
+// e.g. block_all_reduce's result) and the same `slot`, a __shared__ variable; every thread gets
+// the result, bit-identical in all blocks: each warp reads the C slots in rank order (lane = rank)
+// and folds them with the same butterfly, so the order is fixed and the result deterministic.
+// The slot is written before the barrier and read after it; the caller must not write it again
+// until every block has passed its next cluster barrier (alternate two slots if it calls this
+// once per iteration).
+template <typename Acc, typename Op>
+__device__ __forceinline__ Acc cluster_all_reduce(Acc block_value, Acc* slot, Op op) {
+#if __CUDA_ARCH__ >= 900
+  auto cluster = cooperative_groups::this_cluster();
+  if (threadIdx.x == 0) *slot = block_value;
+  cluster.sync();
+  const unsigned lane = threadIdx.x % kWarpSize;
+  Acc v = lane < cluster.num_blocks() ? *cluster.map_shared_rank(slot, static_cast<int>(lane)) : Op::identity();
+  return warp_all_reduce<kWarpSize>(v, op);
+#else
+  __trap();
+  return block_value;
+#endif
+}
 
 }  // namespace cuda
 }  // namespace reduce_ops

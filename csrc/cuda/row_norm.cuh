@@ -2,16 +2,30 @@
 //
 // Both ops take a row max first (of x for softmax, of |x| for ReduceScale), turn it into a row
 // statistic, optionally sum a transform of the row (softmax: exp(x - max)), then write
-// finish(transform(x)). Strategies by row length, as OneFlow's softmax:
+// finish(transform(x)). Strategies by row length, as OneFlow's softmax; passes over memory:
 //
 //   row_norm_warp_kernel      kWidth (<= 32) lanes per row, the row in registers
 //                             (kPacks packs of kVec per lane): one read, one write.
-//   row_norm_block_kernel     a block per row, the row kept in shared memory: one read, one write.
+//   row_norm_regs_kernel      kCluster = false ("block"): a block per row, kPacks 16-byte packs
+//                             per thread in registers: one read, one write.
+//                             kCluster = true ("cluster", sm_90+): C blocks of a thread block
+//                             cluster share a row, each holding its segment in registers; the
+//                             partial max / sum meet through distributed shared memory:
+//                             one read, one write.
+//   row_norm_smem_kernel      ("smem") a block per row, the row kept in shared memory: one read,
+//                             one write; for rows the register kernels cannot take (unaligned
+//                             rows, no clusters on the device).
 //   row_norm_partial_kernel + row_norm_apply_kernel
-//                             split rows: several blocks per row write partial statistics, then
+//                             ("split") several blocks per row write partial statistics, then
 //                             each block combines its row's partials and writes its segment:
 //                             two reads, one write; any row length, whole GPU busy on one row.
 #pragma once
+
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
 
 #include "cuda/primitives.cuh"
 #include "ops.h"
@@ -23,13 +37,19 @@ namespace cuda {
 // every element is read once, by the thread that later writes it, before that write, and never
 // read again, so no load can observe (or be reordered past) a store to the same address.
 
+// A policy names the row's reduction key, its statistic, the transform summed (softmax only)
+// and, through finisher(stat, sum), the per-row functor that turns transform(x) into the output.
 template <typename Acc>
 struct SoftmaxPolicy {
   static constexpr bool kNeedsSum = true;
+  struct Finish {
+    Acc inv_sum;
+    __device__ Acc operator()(Acc e) const { return e * inv_sum; }
+  };
   __device__ static Acc key(Acc x) { return x; }
   __device__ Acc stat(Acc max) const { return max; }
   __device__ static Acc transform(Acc x, Acc max) { return fast_exp(x - max); }
-  __device__ static Acc finish(Acc e, Acc, Acc inv_sum) { return e * inv_sum; }
+  __device__ static Finish finisher(Acc, Acc sum) { return {Acc(1) / sum}; }
   __device__ void write_stat(int64_t, Acc) const {}
 };
 
@@ -41,7 +61,9 @@ struct ReduceScalePolicy {
   __device__ static Acc key(Acc x) { return x < Acc(0) ? -x : x; }
   __device__ Acc stat(Acc absmax) const { return clamp_min_keep_nan(absmax, eps); }
   __device__ static Acc transform(Acc x, Acc) { return x; }
-  __device__ static Acc finish(Acc x, Acc s, Acc) { return scale_element(x, s); }
+  // x / scale (0 for a zero row) with no division per element: a division is a ~10-instruction
+  // subroutine that made ReduceScale compute-bound where softmax is not.
+  __device__ static ScaleDivider<Acc> finisher(Acc s, Acc) { return ScaleDivider<Acc>(s); }
   __device__ void write_stat(int64_t row, Acc s) const { scale[row] = s; }
 };
 
@@ -89,7 +111,7 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     }
     m = warp_all_reduce<kWidth>(m, MaxOp<Acc>());
     const Acc stat = policy.stat(m);
-    Acc inv_sum = Acc(1);
+    Acc sum = Acc(0);
     if constexpr (Policy::kNeedsSum) {
       Acc s = Acc(0);
 #pragma unroll
@@ -103,9 +125,10 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
           }
         }
       }
-      inv_sum = Acc(1) / warp_all_reduce<kWidth>(s, SumOp<Acc>());
+      sum = warp_all_reduce<kWidth>(s, SumOp<Acc>());
     }
     if (!row_ok) continue;
+    const auto finish = policy.finisher(stat, sum);
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
@@ -114,7 +137,7 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           const Acc t = Policy::kNeedsSum ? v[p][k] : Policy::transform(v[p][k], stat);
-          o[k] = Policy::finish(t, stat, inv_sum);
+          o[k] = finish(t);
         }
         store_pack<Out, Acc, kVec>(y + row * g.y_row_stride + col, o);
       }
@@ -123,12 +146,149 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   }
 }
 
-// A block per row; the row waits in dynamic shared memory (cols elements of In) between the
+// Element k of a pack of kVec In values held as 32-bit words (little-endian: element 0 in the
+// low bits), widened to Acc with bit operations. Packs are kept as words because a half /
+// bfloat16 array lives one element per 32-bit register (twice the registers, and spills).
+template <typename In, typename Acc, int kWords>
+__device__ __forceinline__ Acc widen_element(const uint32_t (&w)[kWords], int k) {
+  if constexpr (std::is_same_v<In, float>) {
+    return static_cast<Acc>(__uint_as_float(w[k]));
+  } else if constexpr (std::is_same_v<In, double>) {
+    return static_cast<Acc>(__hiloint2double(static_cast<int>(w[2 * k + 1]), static_cast<int>(w[2 * k])));
+  } else if constexpr (std::is_same_v<In, c10::BFloat16>) {
+    return static_cast<Acc>(__uint_as_float(k % 2 ? w[k / 2] & 0xffff0000u : w[k / 2] << 16));
+  } else {
+    static_assert(std::is_same_v<In, c10::Half>, "float, double, half or bfloat16");
+    return static_cast<Acc>(__half2float(__ushort_as_half(static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2))))));
+  }
+}
+
+// One pack of kVec In values (8 or 16 bytes) as 32-bit words.
+template <typename In, int kVec>
+struct PackWords {
+  static_assert(kVec * sizeof(In) % 4 == 0, "whole 32-bit words");
+  static constexpr int kWords = kVec * sizeof(In) / 4;
+  uint32_t w[kWords];
+  __device__ __forceinline__ void load(const In* p) {
+    const Pack<uint32_t, kWords> pk = *reinterpret_cast<const Pack<uint32_t, kWords>*>(p);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = pk.v[i];
+  }
+  template <typename Acc>
+  __device__ __forceinline__ Acc get(int k) const { return widen_element<In, Acc, kWords>(w, k); }
+};
+
+// The kPacks packs of kVec elements that one thread holds of a row. Held widened to Acc where
+// that costs at most 32 registers, so softmax keeps exp(x - max) for the writing pass (exp
+// computed once); past that (half / bfloat16 with 8 packs) the raw words stay and exp is computed
+// again in the writing pass.
+template <typename In, typename Acc, int kVec, int kPacks, bool kWantAcc>
+struct RowFragment {
+  static constexpr bool kHoldsAcc = kWantAcc && kPacks * kVec * sizeof(Acc) <= 32 * sizeof(uint32_t);
+  PackWords<In, kVec> raw[kHoldsAcc ? 1 : kPacks];
+  Acc v[kHoldsAcc ? kPacks : 1][kVec];
+  __device__ __forceinline__ void load(int p, const In* src) {
+    if constexpr (kHoldsAcc) {
+      PackWords<In, kVec> pk;
+      pk.load(src);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) v[p][k] = pk.template get<Acc>(k);
+    } else {
+      raw[p].load(src);
+    }
+  }
+  __device__ __forceinline__ Acc get(int p, int k) const {
+    if constexpr (kHoldsAcc) return v[p][k];
+    else return raw[p].template get<Acc>(k);
+  }
+  __device__ __forceinline__ void set(int p, int k, Acc a) {
+    if constexpr (kHoldsAcc) v[p][k] = a;
+  }
+};
+
+// "block" (kCluster = false) and "cluster" (kCluster = true, sm_90+): a row is shared by the
+// C blocks of a cluster (C = 1 without clusters); block `rank` holds packs
+// [rank * kPacks * blockDim.x, (rank + 1) * kPacks * blockDim.x) of the row, thread t its packs
+// rank * kPacks * blockDim.x + p * blockDim.x + t (p < kPacks, coalesced for each p), in
+// registers from the one read to the one write. Requires cols % kVec == 0 and
+// C * kPacks * blockDim.x * kVec >= cols (the launcher's plan); blockDim.x a multiple of 32.
+// Rows go round the grid in units of C blocks, so every block of a cluster runs the same rows
+// and meets the same cluster barriers; the last barrier keeps each block's shared memory alive
+// until the others have read it.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster>
+__global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
+                                                             RowGeometry g, Policy policy) {
+  using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
+  // Partials published to the cluster: [max, sum][row parity] (see cluster_all_reduce).
+  __shared__ Acc exchange[2][2];
+  const int blocks_per_row = kCluster ? cluster_blocks() : 1;
+  const int rank = kCluster ? cluster_block_rank() : 0;
+  // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
+  const int packs = static_cast<int>(g.cols / kVec);
+  const int first = rank * kPacks * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+  int parity = 0;
+  for (int64_t row = blockIdx.x / blocks_per_row; row < g.rows; row += gridDim.x / blocks_per_row) {
+    const In* xr = x + row * g.x_row_stride;
+    Fragment f;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int q = first + p * static_cast<int>(blockDim.x);
+      if (q < packs) f.load(p, xr + q * kVec);
+    }
+    Acc m = MaxOp<Acc>::identity();
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (first + p * static_cast<int>(blockDim.x) < packs) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(f.get(p, k)));
+      }
+    }
+    m = block_all_reduce(m, MaxOp<Acc>());
+    if constexpr (kCluster) m = cluster_all_reduce(m, &exchange[0][parity], MaxOp<Acc>());
+    const Acc stat = policy.stat(m);
+    Acc sum = Acc(0);
+    if constexpr (Policy::kNeedsSum) {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        if (first + p * static_cast<int>(blockDim.x) < packs) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            const Acc t = Policy::transform(f.get(p, k), stat);
+            f.set(p, k, t);
+            sum += t;
+          }
+        }
+      }
+      sum = block_all_reduce(sum, SumOp<Acc>());
+      if constexpr (kCluster) sum = cluster_all_reduce(sum, &exchange[1][parity], SumOp<Acc>());
+    }
+    const auto finish = policy.finisher(stat, sum);
+    Out* yr = y + row * g.y_row_stride;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int q = first + p * static_cast<int>(blockDim.x);
+      if (q < packs) {
+        Acc o[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          const Acc t = (Policy::kNeedsSum && Fragment::kHoldsAcc) ? f.get(p, k) : Policy::transform(f.get(p, k), stat);
+          o[k] = finish(t);
+        }
+        store_pack<Out, Acc, kVec>(yr + q * kVec, o);
+      }
+    }
+    if (rank == 0 && threadIdx.x == 0) policy.write_stat(row, stat);
+    parity ^= 1;
+  }
+  if constexpr (kCluster) cluster_sync();
+}
+
+// "smem": a block per row; the row waits in dynamic shared memory (cols elements of In) between the
 // passes. Each thread reads back only the packs it stored, so the passes need no barrier of
 // their own beyond those inside block_all_reduce.
 // Up to 1024 threads per block: the bound caps registers at 64 so every dtype can launch.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
-__global__ void __launch_bounds__(1024) row_norm_block_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
+__global__ void __launch_bounds__(1024) row_norm_smem_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
                                       Policy policy) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   In* row_buf = reinterpret_cast<In*>(smem_raw);
@@ -156,21 +316,22 @@ __global__ void __launch_bounds__(1024) row_norm_block_kernel(const In* __restri
     }
     m = block_all_reduce(m, MaxOp<Acc>());
     const Acc stat = policy.stat(m);
-    Acc inv_sum = Acc(1);
+    Acc sum = Acc(0);
     if constexpr (Policy::kNeedsSum) {
       Acc s = Acc(0);
       for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
 #pragma unroll
         for (int k = 0; k < kVec; ++k) s += Policy::transform(static_cast<Acc>(row_buf[p * kVec + k]), stat);
       }
-      inv_sum = Acc(1) / block_all_reduce(s, SumOp<Acc>());
+      sum = block_all_reduce(s, SumOp<Acc>());
     }
+    const auto finish = policy.finisher(stat, sum);
     Out* yr = y + row * g.y_row_stride;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       Acc o[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        o[k] = Policy::finish(Policy::transform(static_cast<Acc>(row_buf[p * kVec + k]), stat), stat, inv_sum);
+        o[k] = finish(Policy::transform(static_cast<Acc>(row_buf[p * kVec + k]), stat));
       }
       store_pack<Out, Acc, kVec>(yr + p * kVec, o);
     }
@@ -244,12 +405,12 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
     for (int64_t j = threadIdx.x; j < s.splits; j += blockDim.x) m = MaxOp<Acc>()(m, rp[j].max);
     m = block_all_reduce(m, MaxOp<Acc>());
     const Acc stat = policy.stat(m);
-    Acc inv_sum = Acc(1);
+    Acc sum = Acc(0);
     if constexpr (Policy::kNeedsSum) {
-      Acc sum = Acc(0);
       for (int64_t j = threadIdx.x; j < s.splits; j += blockDim.x) sum += rescaled_sum(rp[j].sum, rp[j].max, m);
-      inv_sum = Acc(1) / block_all_reduce(sum, SumOp<Acc>());
+      sum = block_all_reduce(sum, SumOp<Acc>());
     }
+    const auto finish = policy.finisher(stat, sum);
     const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
     const In* xs = x + row * g.x_row_stride + c0;
     Out* ys = y + row * g.y_row_stride + c0;
@@ -259,7 +420,7 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
       Acc o[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        o[k] = Policy::finish(Policy::transform(static_cast<Acc>(raw[k]), stat), stat, inv_sum);
+        o[k] = finish(Policy::transform(static_cast<Acc>(raw[k]), stat));
       }
       store_pack<Out, Acc, kVec>(ys + p * kVec, o);
     }

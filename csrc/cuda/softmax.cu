@@ -18,8 +18,92 @@ namespace reduce_ops {
 namespace cuda {
 namespace {
 
+// Strategies of the row dispatchers below, in the order the automatic choice tries them; the
+// names are those REDUCE_OPS_STRATEGY forces (launch.h), where the shape allows it:
+//   "warp"     rows of at most kMaxWarpPacks packs per lane x 32 lanes, in registers.
+//   "block"    one block per row, the row in registers (aligned rows only).
+//   "cluster"  a thread block cluster per row, the row in the blocks' registers (aligned rows,
+//              sm_90+, a cluster shape the device can schedule).
+//   "smem"     one block per row, the row in shared memory (unaligned rows, or no cluster).
+//   "split"    any row: partials, then apply (two reads).
+
 // Packs a warp-path lane holds at most (registers: 8 packs x 16 bytes).
 constexpr int kMaxWarpPacks = 8;
+// Packs (16 bytes) a register-kernel thread holds at most: 32 registers of data, which the
+// 64-register cap of a 1024-thread block leaves room for; 4 for double, whose exp and division
+// need more registers of their own (8 spilled).
+template <typename Acc>
+constexpr int kMaxRegPacks = sizeof(Acc) == 8 ? 4 : 8;
+// Threads of a register-kernel block when the row allows: 512 threads x <= 64 registers lets two
+// blocks share an SM so one block's loads overlap the other's reductions and stores.
+// To measure on H200: 256 vs 512 (tune_rows.py, "block" at 16384x4096).
+constexpr int kPreferredRegThreads = 512;
+constexpr int kMaxRegThreads = 1024;
+// Largest cluster: 16 blocks is Hopper's non-portable maximum (8 portable), checked per launch
+// by cudaOccupancyMaxActiveClusters.
+constexpr int kMaxClusterBlocks = 16;
+
+// Threads for `packs` packs at `per_thread` packs each, in whole warps.
+inline int warps_of_threads(int64_t packs, int per_thread) {
+  return static_cast<int>(ceil_div(ceil_div(packs, per_thread), kWarpSize) * kWarpSize);
+}
+
+// A row of `cols` elements long enough that leaving most SMs idle costs more than the split
+// path's second read: the split path wins when rows x blocks-per-row cannot cover half the SMs.
+// To measure on H200: the crossover for (rows, 262144) f32 between "cluster" and "split".
+inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
+  return cols >= 2 * kMinSplitChunk && rows * blocks_per_row * 2 < sm_count();
+}
+
+// Launches `kernel` (a register kernel) on clusters of `blocks` blocks of `threads` threads,
+// one row per cluster at a time, as many clusters as the device holds at once (rows loop).
+// Returns false, launching nothing, if the device cannot run one such cluster.
+template <typename Kernel, typename... Args>
+bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, cudaStream_t stream, Args... args) {
+  if (props().major < 9) return false;  // thread block clusters are sm_90+
+  if (blocks > 8) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = blocks;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  int active = 0;
+  if (cudaOccupancyMaxActiveClusters(&active, kernel, &config) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unsupported cluster shape: clear the error, fall back
+    return false;
+  }
+  if (active <= 0) return false;
+  config.gridDim = dim3(static_cast<unsigned>(blocks * std::max<int64_t>(1, std::min<int64_t>(rows, active))));
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+  return true;
+}
+
+// Tries cluster sizes for a row of `packs` packs at `per_thread` packs per thread: first the
+// smallest power of two whose per-block share fits kPreferredRegThreads threads (two blocks per
+// SM), then the smallest whose share fits kMaxRegThreads; `launch(blocks, threads)` returns false
+// where the device cannot run that cluster. `automatic` gives up (false) where the clusters
+// would leave most SMs idle (too_few_blocks).
+template <typename Launch>
+bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread, bool automatic, Launch launch) {
+  for (const int64_t cap : {int64_t{per_thread} * kPreferredRegThreads, int64_t{per_thread} * kMaxRegThreads}) {
+    for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
+      const int64_t share = ceil_div(packs, blocks);
+      if (share > cap) continue;
+      if (automatic && too_few_blocks(rows, blocks, cols)) return false;
+      if (launch(blocks, warps_of_threads(share, per_thread))) return true;
+    }
+  }
+  return false;
+}
 
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
@@ -41,6 +125,43 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   return run(Int<8>{}, Int<32>{});
 }
 
+// "block": the smallest of 2, 4, 8 packs per thread that keeps the block within
+// kPreferredRegThreads threads, 8 packs and up to kMaxRegThreads threads past that.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+  if constexpr (kVec > 1) {  // the dispatcher never asks for kVec == 1 (block_fits is false)
+    const int64_t packs = g.cols / kVec;
+    auto run = [&](auto packs_tag) {
+      constexpr int kPacks = decltype(packs_tag)::value;
+      row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false>
+          <<<grid_for(g.rows), warps_of_threads(packs, kPacks), 0, stream>>>(x, y, g, policy);
+    };
+    if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{});
+    if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{});
+    return run(Int<kMaxRegPacks<Acc>>{});
+  }
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
+                    bool automatic) {
+  if constexpr (kVec > 1) {
+    auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kMaxRegPacks<Acc>, true>;
+    return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kMaxRegPacks<Acc>, automatic, [&](int blocks, int threads) {
+      return launch_on_clusters(kernel, g.rows, blocks, threads, stream, x, y, g, policy);
+    });
+  }
+  return false;  // unaligned rows: no cluster kernel (see launch_vec)
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+void launch_smem(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+  const int64_t smem = g.cols * static_cast<int64_t>(sizeof(In));
+  auto kernel = row_norm_smem_kernel<In, Out, Acc, Policy, kVec>;
+  allow_smem(kernel, smem);
+  kernel<<<grid_for(g.rows), block_per_row_threads(ceil_div(g.cols, kVec)), smem, stream>>>(x, y, g, policy);
+}
+
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                   const at::TensorOptions& opts) {
@@ -54,18 +175,45 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
   row_norm_apply_kernel<In, Out, Acc, Policy, kVec><<<grid, kBlock * 2, 0, stream>>>(x, y, pp, g, s, policy);
 }
 
+// The forward dispatcher (strategies named at the head of this file). kVec == 1 (unaligned rows)
+// has no register block or cluster kernels: scalar loads gain nothing from them over "smem".
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                 const at::TensorOptions& opts) {
   const int64_t packs = ceil_div(g.cols, kVec);
-  const int64_t smem = g.cols * static_cast<int64_t>(sizeof(In));
-  const bool few_rows = g.rows * 2 < sm_count();
-  if (packs <= 32 * kMaxWarpPacks) {
+  // warp: up to 8 packs x 32 lanes (kMaxWarpPacks) fit a lane's registers.
+  const bool warp_fits = packs <= 32 * kMaxWarpPacks;
+  // block: kMaxRegPacks x kMaxRegThreads packs (128 KB) fit one block's registers; the automatic
+  // choice takes it up to kPreferredRegThreads threads (two blocks per SM), and past that prefers
+  // clusters of such blocks. To measure on H200: "block" (1024 threads) vs "cluster" (2 x 512) at
+  // 4096x32768 float32 and 2048x65536 bfloat16.
+  const bool block_fits = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kMaxRegThreads;
+  const bool block_preferred = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kPreferredRegThreads;
+  // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
+  const bool smem_fits = g.cols * static_cast<int64_t>(sizeof(In)) <= block_smem_limit();
+  // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
+  const bool few_rows = too_few_blocks(g.rows, 1, g.cols);
+  const bool forced = strategy_forced_any();
+  if (forced && strategy_forced("warp") && warp_fits) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (smem <= block_smem_limit() && !(few_rows && g.cols >= 2 * kMinSplitChunk)) {
-    auto kernel = row_norm_block_kernel<In, Out, Acc, Policy, kVec>;
-    allow_smem(kernel, smem);
-    kernel<<<grid_for(g.rows), block_per_row_threads(packs), smem, stream>>>(x, y, g, policy);
+  } else if (forced && strategy_forced("block") && block_fits) {
+    launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (forced && strategy_forced("cluster") && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
+    // launched
+  } else if (forced && strategy_forced("smem") && smem_fits) {
+    launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (forced && strategy_forced("split")) {
+    launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
+  } else if (warp_fits) {
+    launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (block_preferred && !few_rows) {
+    launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
+    // launched
+  } else if (block_fits && !few_rows) {
+    launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (smem_fits && !few_rows) {
+    launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else {
     launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
   }
@@ -84,26 +232,61 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   else launch_vec<In, Out, Acc, Policy, 1>(xp, yp, g, policy, stream, x.options());
 }
 
+// The backward dispatcher: the forward's strategies with both rows on chip, so each register
+// kernel thread holds up to kRowPacks packs of each row.
 template <typename T, typename Acc, int kVec>
 void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows& r, cudaStream_t stream,
                           const at::TensorOptions& opts) {
+  constexpr int kRowPacks = 4;  // 2 x 4 packs: the forward's 8 packs of registers
   const int64_t packs = ceil_div(r.cols, kVec);
   const int64_t smem = 2 * r.cols * static_cast<int64_t>(sizeof(T));
-  const bool few_rows = r.rows * 2 < sm_count();
-  auto warp = [&](auto packs_tag, auto width_tag) {
-    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-    softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth>
-        <<<grid_for(ceil_div(r.rows, kBlock / kWidth)), kBlock, 0, stream>>>(grad, out, gx, r);
+  // warp: 4 packs of each row per lane (the forward's 8 packs of registers).
+  const bool warp_fits = packs <= 32 * kRowPacks;
+  // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers;
+  // automatic up to kPreferredRegThreads threads, then clusters first (as the forward).
+  const bool block_fits = kVec > 1 && packs <= int64_t{kRowPacks} * kMaxRegThreads;
+  const bool block_preferred = kVec > 1 && packs <= int64_t{kRowPacks} * kPreferredRegThreads;
+  // smem: both rows fit one block's opt-in shared memory.
+  const bool smem_fits = smem <= block_smem_limit();
+  const bool few_rows = too_few_blocks(r.rows, 1, r.cols);
+  auto warp = [&] {
+    auto run = [&](auto packs_tag, auto width_tag) {
+      constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
+      softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth>
+          <<<grid_for(ceil_div(r.rows, kBlock / kWidth)), kBlock, 0, stream>>>(grad, out, gx, r);
+    };
+    if (kVec > 1 && packs <= 8) run(Int<1>{}, Int<8>{});
+    else if (packs <= 32) run(Int<1>{}, Int<32>{});
+    else if (packs <= 64) run(Int<2>{}, Int<32>{});
+    else run(Int<kRowPacks>{}, Int<32>{});
   };
-  if (kVec > 1 && packs <= 8) warp(Int<1>{}, Int<8>{});
-  else if (packs <= 32) warp(Int<1>{}, Int<32>{});
-  else if (packs <= 64) warp(Int<2>{}, Int<32>{});
-  else if (packs <= 128) warp(Int<4>{}, Int<32>{});
-  else if (smem <= block_smem_limit() && !(few_rows && r.cols >= 2 * kMinSplitChunk)) {
-    auto kernel = softmax_backward_block_kernel<T, Acc, kVec>;
+  // block: 2 packs of each row per thread while that keeps kPreferredRegThreads, else kRowPacks.
+  auto block = [&] {
+    if constexpr (kVec > 1) {
+      auto run = [&](auto packs_tag) {
+        constexpr int kPacks = decltype(packs_tag)::value;
+        softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false>
+            <<<grid_for(r.rows), warps_of_threads(packs, kPacks), 0, stream>>>(grad, out, gx, r);
+      };
+      if (packs <= 2 * kPreferredRegThreads) run(Int<2>{});
+      else run(Int<kRowPacks>{});
+    }
+  };
+  auto cluster = [&](bool automatic) {
+    if constexpr (kVec > 1) {
+      auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
+      return try_cluster_sizes(r.rows, r.cols, packs, kRowPacks, automatic, [&](int blocks, int threads) {
+        return launch_on_clusters(kernel, r.rows, blocks, threads, stream, grad, out, gx, r);
+      });
+    }
+    return false;
+  };
+  auto shared = [&] {
+    auto kernel = softmax_backward_smem_kernel<T, Acc, kVec>;
     allow_smem(kernel, smem);
     kernel<<<grid_for(r.rows), block_per_row_threads(packs), smem, stream>>>(grad, out, gx, r);
-  } else {
+  };
+  auto split = [&] {
     const RowSplit plan = split_rows(r.rows, r.cols);
     const SplitArgs s{plan.splits, plan.chunk};
     at::Tensor partial = at::empty({r.rows * s.splits}, opts.dtype(c10::CppTypeToScalarType<Acc>::value));
@@ -112,7 +295,21 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     softmax_backward_partial_kernel<T, Acc, kVec><<<grid, kBlock * 2, 0, stream>>>(grad, out, pp, r, s);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     softmax_backward_apply_kernel<T, Acc, kVec><<<grid, kBlock * 2, 0, stream>>>(grad, out, gx, pp, r, s);
-  }
+  };
+  const bool forced = strategy_forced_any();
+  if (forced && strategy_forced("warp") && warp_fits) warp();
+  else if (forced && strategy_forced("block") && block_fits) block();
+  else if (forced && strategy_forced("cluster") && cluster(false)) {
+    // launched
+  } else if (forced && strategy_forced("smem") && smem_fits) shared();
+  else if (forced && strategy_forced("split")) split();
+  else if (warp_fits) warp();
+  else if (block_preferred && !few_rows) block();
+  else if (cluster(true)) {
+    // launched
+  } else if (block_fits && !few_rows) block();
+  else if (smem_fits && !few_rows) shared();
+  else split();
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -1,13 +1,16 @@
 // Softmax backward: grad_x = out * (grad - sum(grad * out)) along each row.
 //
 // The same strategies as the forward (row_norm.cuh), with two input rows instead of one:
-//   softmax_backward_warp_kernel   kWidth lanes per row, both rows in registers.
-//   softmax_backward_block_kernel  a block per row, both rows in shared memory.
+//   softmax_backward_warp_kernel   ("warp") kWidth lanes per row, both rows in registers.
+//   softmax_backward_regs_kernel   ("block") a block per row, or ("cluster", sm_90+) the C blocks
+//                                  of a cluster per row, both rows' segments in registers; the
+//                                  partial dot products meet through distributed shared memory.
+//   softmax_backward_smem_kernel   ("smem") a block per row, both rows in shared memory.
 //   softmax_backward_partial_kernel + softmax_backward_apply_kernel
-//                                  split rows: partial dot products, then each block combines
+//                                  ("split") partial dot products, then each block combines
 //                                  its row's partials and writes its segment (two reads of
 //                                  each input, one write).
-// Traffic floor: two reads and one write; the first two strategies meet it.
+// Traffic floor: two reads and one write; every strategy but "split" meets it.
 #pragma once
 
 #include "cuda/row_norm.cuh"
@@ -61,9 +64,60 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
   }
 }
 
-// Both rows wait in dynamic shared memory: grad in the first cols elements, out in the next.
+// "block" / "cluster": the layout of row_norm_regs_kernel (row_norm.cuh), with kPacks packs of
+// each of the two rows per thread, held raw (no transcendental to keep: the write recomputes
+// y * (g - dot) from the raw values). Requires cols % kVec == 0 and
+// C * kPacks * blockDim.x * kVec >= cols; blockDim.x a multiple of 32.
+template <typename T, typename Acc, int kVec, int kPacks, bool kCluster>
+__global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __restrict__ grad,
+                                                                     const T* __restrict__ out,
+                                                                     T* __restrict__ gx, BackwardRows r) {
+  __shared__ Acc exchange[2];  // the block's partial dot product, by row parity
+  const int blocks_per_row = kCluster ? cluster_blocks() : 1;
+  const int rank = kCluster ? cluster_block_rank() : 0;
+  // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 4 packs.
+  const int packs = static_cast<int>(r.cols / kVec);
+  const int first = rank * kPacks * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+  int parity = 0;
+  for (int64_t row = blockIdx.x / blocks_per_row; row < r.rows; row += gridDim.x / blocks_per_row) {
+    const int64_t base = row * r.cols;
+    PackWords<T, kVec> g[kPacks], y[kPacks];
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int q = first + p * static_cast<int>(blockDim.x);
+      if (q < packs) {
+        g[p].load(grad + base + q * kVec);
+        y[p].load(out + base + q * kVec);
+      }
+    }
+    Acc dot = Acc(0);
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (first + p * static_cast<int>(blockDim.x) < packs) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) dot += g[p].template get<Acc>(k) * y[p].template get<Acc>(k);
+      }
+    }
+    dot = block_all_reduce(dot, SumOp<Acc>());
+    if constexpr (kCluster) dot = cluster_all_reduce(dot, &exchange[parity], SumOp<Acc>());
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int q = first + p * static_cast<int>(blockDim.x);
+      if (q < packs) {
+        Acc o[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) o[k] = y[p].template get<Acc>(k) * (g[p].template get<Acc>(k) - dot);
+        store_pack<T, Acc, kVec>(gx + base + q * kVec, o);
+      }
+    }
+    parity ^= 1;
+  }
+  if constexpr (kCluster) cluster_sync();
+}
+
+// "smem": both rows wait in dynamic shared memory: grad in the first cols elements, out in the next.
 template <typename T, typename Acc, int kVec>
-__global__ void __launch_bounds__(1024) softmax_backward_block_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+__global__ void __launch_bounds__(1024) softmax_backward_smem_kernel(const T* __restrict__ grad, const T* __restrict__ out,
                                               T* __restrict__ gx, BackwardRows r) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* gbuf = reinterpret_cast<T*>(smem_raw);
