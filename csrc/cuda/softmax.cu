@@ -6,6 +6,9 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 #include "common/dispatch.h"
@@ -61,9 +64,6 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
 template <typename Kernel, typename... Args>
 bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, cudaStream_t stream, Args... args) {
   if (props().major < 9) return false;  // thread block clusters are sm_90+
-  if (blocks > 8) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  }
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = blocks;
@@ -76,10 +76,28 @@ bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, cu
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;
+  // Clusters the device runs at once, asked once per (device, kernel, shape): the query (and the
+  // attribute call) cost microseconds of host time that a launch should not pay every call.
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static auto* active_clusters = new std::map<std::tuple<int, const void*, int, int>, int>();
   int active = 0;
-  if (cudaOccupancyMaxActiveClusters(&active, kernel, &config) != cudaSuccess) {
-    (void)cudaGetLastError();  // an unsupported cluster shape: clear the error, fall back
-    return false;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), blocks, threads);
+    auto it = active_clusters->find(key);
+    if (it == active_clusters->end()) {
+      if (blocks > 8) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+      }
+      if (cudaOccupancyMaxActiveClusters(&active, kernel, &config) != cudaSuccess) {
+        (void)cudaGetLastError();  // an unsupported cluster shape: clear the error, fall back
+        active = 0;
+      }
+      it = active_clusters->emplace(key, active).first;
+    }
+    active = it->second;
   }
   if (active <= 0) return false;
   config.gridDim = dim3(static_cast<unsigned>(blocks * std::max<int64_t>(1, std::min<int64_t>(rows, active))));
