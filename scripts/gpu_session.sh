@@ -29,7 +29,7 @@ for stage in "$@"; do
       done
       grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 ;;
     sanitize)
-      for tool in memcheck racecheck; do
+      for tool in ${SANITIZERS:-memcheck racecheck}; do
         PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 \
           python3 scripts/sanitize_cases.py > "$OUT/sanitize_$tool.log" 2>&1
         summary+=("sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
@@ -40,7 +40,7 @@ for stage in "$@"; do
       tail -60 "$OUT/accuracy.log" ;;
     tune)
       if [ -f scripts/tune_rows.py ]; then
-        python3 scripts/tune_rows.py --json "$OUT/tune_rows.json" > "$OUT/tune_rows.log" 2>&1
+        python3 scripts/tune_rows.py --json "$OUT/tune_rows.json" ${TUNE_ARGS:-} > "$OUT/tune_rows.log" 2>&1
         summary+=("tune_rows rc=$?")
         tail -70 "$OUT/tune_rows.log"
       fi ;;

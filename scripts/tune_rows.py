@@ -73,7 +73,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", required=True, help="where to write the results")
     parser.add_argument("--rep-ms", type=float, default=40.0, help="do_bench rep (ms) per timing")
+    parser.add_argument("--shapes", help="comma list of ROWSxCOLS to time (default: all six)")
+    parser.add_argument("--ops", help=f"comma list from {','.join(OPS)} (default: all)")
     args = parser.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    ops = args.ops.split(",") if args.ops else OPS
     if not torch.cuda.is_available():
         sys.exit("tune_rows.py needs a CUDA device")
     from triton.testing import do_bench
@@ -90,9 +94,9 @@ def main():
     header = f"{'op':<17}{'dtype':<9}{'shape':<16}" + "".join(f"{s:>16}" for s in ["auto"] + STRATEGIES)
     print(header)
     rows = []
-    for op in OPS:
+    for op in ops:
         for dtype_name, dtype in DTYPES.items():
-            for shape in SHAPES:
+            for shape in shapes:
                 torch.cuda.empty_cache()
                 fn, nbytes = make_call(op, shape, dtype)
                 set_strategy(None)
