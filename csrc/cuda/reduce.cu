@@ -188,7 +188,7 @@ void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
     a.chunk = ceil_div(g.reduced, a.splits);
     a.splits = ceil_div(g.reduced, a.chunk);
     l = cols_launch<In>(a, x.const_data_ptr());
-  } else if (strategy_forced("split") && g.reduced >= 2) {
+  } else if (strategy_forced("split") && g.reduced >= 4) {  // >= 4: the partials' pass (2 rows) stops
     a.chunk = ceil_div(g.reduced, 2);
     a.splits = ceil_div(g.reduced, a.chunk);
   }

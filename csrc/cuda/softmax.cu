@@ -201,12 +201,15 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   const int64_t packs = ceil_div(g.cols, kVec);
   // warp: up to 8 packs x 32 lanes (kMaxWarpPacks) fit a lane's registers.
   const bool warp_fits = packs <= 32 * kMaxWarpPacks;
-  // block: kMaxRegPacks x kMaxRegThreads packs (128 KB) fit one block's registers; the automatic
-  // choice takes it up to kPreferredRegThreads threads (two blocks per SM), and past that prefers
-  // clusters of such blocks. To measure on H200: "block" (1024 threads) vs "cluster" (2 x 512) at
-  // 4096x32768 float32 and 2048x65536 bfloat16.
+  // block: kMaxRegPacks x kMaxRegThreads packs (128 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kMaxRegThreads;
-  const bool block_preferred = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kPreferredRegThreads;
+  // The automatic choice: a warp per row up to 2 packs a lane, a block per row (up to 1024
+  // threads) wherever it fits, clusters only past that. H200 (tune_rows.py): at 65536 x 1024 the
+  // block beat the warp for bfloat16 (79% vs 74% of copy), ReduceScale float32 (90 vs 83) and
+  // the bfloat16 backward (93 vs 75), losing 3 points on float32 softmax; at 4096 x 32768 float32
+  // one 1024-thread block beat a cluster of two 512-thread blocks (softmax 95% vs 85%,
+  // ReduceScale 96 vs 88).
+  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= 2 * kWarpSize);
   // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
   const bool smem_fits = g.cols * static_cast<int64_t>(sizeof(In)) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
@@ -222,14 +225,12 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else if (forced && strategy_forced("split")) {
     launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
-  } else if (warp_fits) {
+  } else if (warp_preferred) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (block_preferred && !few_rows) {
+  } else if (block_fits && !few_rows) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else if (launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
     // launched
-  } else if (block_fits && !few_rows) {
-    launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else if (smem_fits && !few_rows) {
     launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else {
@@ -260,10 +261,11 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   const int64_t smem = 2 * r.cols * static_cast<int64_t>(sizeof(T));
   // warp: 4 packs of each row per lane (the forward's 8 packs of registers).
   const bool warp_fits = packs <= 32 * kRowPacks;
-  // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers;
-  // automatic up to kPreferredRegThreads threads, then clusters first (as the forward).
+  // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kRowPacks} * kMaxRegThreads;
-  const bool block_preferred = kVec > 1 && packs <= int64_t{kRowPacks} * kPreferredRegThreads;
+  // As the forward: a warp up to 2 packs a lane, then a block wherever it fits, then clusters
+  // (H200, 4096 x 32768 bfloat16: block 99% of copy, a cluster 94%).
+  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= 2 * kWarpSize);
   // smem: both rows fit one block's opt-in shared memory.
   const bool smem_fits = smem <= block_smem_limit();
   const bool few_rows = too_few_blocks(r.rows, 1, r.cols);
@@ -321,12 +323,11 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     // launched
   } else if (forced && strategy_forced("smem") && smem_fits) shared();
   else if (forced && strategy_forced("split")) split();
-  else if (warp_fits) warp();
-  else if (block_preferred && !few_rows) block();
+  else if (warp_preferred) warp();
+  else if (block_fits && !few_rows) block();
   else if (cluster(true)) {
     // launched
-  } else if (block_fits && !few_rows) block();
-  else if (smem_fits && !few_rows) shared();
+  } else if (smem_fits && !few_rows) shared();
   else split();
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
