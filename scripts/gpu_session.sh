@@ -32,7 +32,7 @@ for stage in "$@"; do
       for tool in ${SANITIZERS:-memcheck racecheck}; do
         PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 \
           python3 scripts/sanitize_cases.py > "$OUT/sanitize_$tool.log" 2>&1
-        summary+=("sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
+        summary+=("sanitizer $tool rc=$?: $(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
       done ;;
     accuracy)
       python3 scripts/accuracy_report.py --json "$OUT/accuracy.json" > "$OUT/accuracy.log" 2>&1
