@@ -39,7 +39,8 @@ template <typename Acc>
 constexpr int kMaxRegPacks = sizeof(Acc) == 8 ? 4 : 8;
 // Threads of a register-kernel block when the row allows: 512 threads x <= 64 registers lets two
 // blocks share an SM so one block's loads overlap the other's reductions and stores.
-// To measure on H200: 256 vs 512 (tune_rows.py, "block" at 16384x4096).
+// Not measured yet against 256 (tune_rows.py, "block" at 16384x4096); at 65536 x 1024 and
+// 4096 x 32768 the block per row reached 79-99% of copy on an H200 (benchmarks/results).
 constexpr int kPreferredRegThreads = 512;
 constexpr int kMaxRegThreads = 1024;
 // Largest cluster: 16 blocks is Hopper's non-portable maximum (8 portable), checked per launch
@@ -53,7 +54,9 @@ inline int warps_of_threads(int64_t packs, int per_thread) {
 
 // A row of `cols` elements long enough that leaving most SMs idle costs more than the split
 // path's second read: the split path wins when rows x blocks-per-row cannot cover half the SMs.
-// To measure on H200: the crossover for (rows, 262144) f32 between "cluster" and "split".
+// H200, 1024 rows x 262144: the cluster beat the split path for bfloat16 softmax (60% vs 56% of
+// copy), ReduceScale (74-77 vs 61-64) and the backward (64-77 vs 60-61), and lost for float32
+// softmax (59 vs 63); the crossover at fewer rows is not measured yet.
 inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
   return cols >= 2 * kMinSplitChunk && rows * blocks_per_row * 2 < sm_count();
 }
