@@ -67,7 +67,8 @@ bool segments_aligned(const In* x, const RowsArgs& a) {
 
 // One work item per row.
 template <typename In, typename Out, typename R>
-void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStream_t stream) {
+void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStream_t stream,
+                         const ForcedStrategy& forced) {
   a.aligned = segments_aligned(x, a);
   const int64_t packs = ceil_div(a.cols, a.elem_stride == 1 ? kMaxVec<In> : 1);
   auto group = [&](auto width_tag, auto unroll_tag) {
@@ -80,7 +81,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
   // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy).
   const bool many_rows = a.rows >= 32 * sm_count();
-  if (a.aligned && a.inner == 1 && packs <= 32 && !strategy_forced("block") && !strategy_forced("group")) {
+  if (a.aligned && a.inner == 1 && packs <= 32 && !forced.is("block") && !forced.is("group")) {
     // Short aligned rows: a pack per lane per row, 4 rows in flight per lane (8 for groups of 4
     // lanes). H200, 442368 x 128: 8 rows for 32-lane groups took float32 amax from 85% to 68% of
     // copy and left bfloat16 at 71%.
@@ -94,12 +95,12 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     if (packs <= 16) return rows(Int<16>{}, Int<4>{});
     return rows(Int<32>{}, Int<4>{});
   }
-  if (!strategy_forced("block")) {
+  if (!forced.is("block")) {
     if (packs <= 16) return group(Int<4>{}, Int<4>{});
     if (packs <= 32) return group(Int<8>{}, Int<4>{});
     if (packs <= 64) return group(Int<16>{}, Int<4>{});
     if (packs <= 128) return group(Int<32>{}, Int<4>{});
-    if ((packs <= 32 * 32 && many_rows) || strategy_forced("warp")) return group(Int<32>{}, Int<8>{});
+    if ((packs <= 32 * 32 && many_rows) || forced.is("warp")) return group(Int<32>{}, Int<8>{});
   }
   reduce_rows_block_kernel<In, Out, R, 4><<<grid_for(a.rows), kBlock, 0, stream>>>(x, out, a, r);
 }
@@ -108,7 +109,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
 // launch; otherwise a work item per row.
 template <typename In, typename Out, typename R>
 void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const ForcedStrategy& forced) {
   using Acc = typename R::Acc;
   const In* x = xt.const_data_ptr<In>();
   Out* out = out_t.mutable_data_ptr<Out>();
@@ -119,13 +120,13 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
     const RowSplit plan = split_rows(a.rows, a.cols, kMinReduceChunk);
     a.splits = plan.splits;
     a.chunk = plan.chunk;
-  } else if (strategy_forced("split") && a.rows <= kMaxCounters) {
+  } else if (forced.is("split") && a.rows <= kMaxCounters) {
     // Smallest segments (one pack-aligned 64-element chunk), so that small test shapes split.
     a.chunk = 64;
     a.splits = ceil_div(a.cols, a.chunk);
   }
   if (a.splits == 1) {
-    launch_rows_unsplit(x, out, a, r, stream);
+    launch_rows_unsplit(x, out, a, r, stream, forced);
   } else {
     a.aligned = segments_aligned(x, a);
     const at::Tensor partial =
@@ -176,7 +177,7 @@ void launch_cols_pass(const In* x, Out* out, const ColsArgs& a, const ColsLaunch
 // blocks (partials in the reducer's Value type, then the partials reduced the same way).
 template <typename In, typename Out, typename R>
 void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, const R& r,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const ForcedStrategy& forced) {
   using V = typename R::Value;
   ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced};
   const int64_t target_blocks = sm_count() * kBlocksPerSM;
@@ -188,7 +189,7 @@ void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
     a.chunk = ceil_div(g.reduced, a.splits);
     a.splits = ceil_div(g.reduced, a.chunk);
     l = cols_launch<In>(a, x.const_data_ptr());
-  } else if (strategy_forced("split") && g.reduced >= 4) {  // >= 4: the partials' pass (2 rows) stops
+  } else if (forced.is("split") && g.reduced >= 4) {  // >= 4: the partials' pass (2 rows) stops
     a.chunk = ceil_div(g.reduced, 2);
     a.splits = ceil_div(g.reduced, a.chunk);
   }
@@ -208,7 +209,7 @@ void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
   partials.outer_stride = a.splits * columns;
   partials.reduced_stride = columns;
   partials.inner_stride = 1;
-  launch_cols<V, Out>(partial, partials, out, r, stream);
+  launch_cols<V, Out>(partial, partials, out, r, stream, forced);
 }
 
 }  // namespace
@@ -219,13 +220,14 @@ void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   // Columns when the reduced elements are not adjacent but the kept ones are.
   const bool columns = g.inner > 1 && g.reduced_stride != 1 && g.inner_stride == 1;
+  const cuda::ForcedStrategy forced;
   dispatch_in_out("reduce_cuda", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
     using In = typename decltype(in_tag)::type;
     using Out = typename decltype(out_tag)::type;
     using V = at::opmath_type<In>;
     auto run = [&](const auto& r) {
-      if (columns) cuda::launch_cols<In, Out>(x, g, out, r, stream);
-      else cuda::launch_rows<In, Out>(x, g, out, r, stream);
+      if (columns) cuda::launch_cols<In, Out>(x, g, out, r, stream, forced);
+      else cuda::launch_rows<In, Out>(x, g, out, r, stream, forced);
     };
     if (kind == ReduceKind::kMax) {
       run(cuda::PlainReducer<MaxOp<V>>{});

@@ -217,16 +217,16 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   const bool smem_fits = g.cols * static_cast<int64_t>(sizeof(In)) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
   const bool few_rows = too_few_blocks(g.rows, 1, g.cols);
-  const bool forced = strategy_forced_any();
-  if (forced && strategy_forced("warp") && warp_fits) {
+  const ForcedStrategy forced;
+  if (forced.is("warp") && warp_fits) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (forced && strategy_forced("block") && block_fits) {
+  } else if (forced.is("block") && block_fits) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (forced && strategy_forced("cluster") && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
+  } else if (forced.is("cluster") && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
     // launched
-  } else if (forced && strategy_forced("smem") && smem_fits) {
+  } else if (forced.is("smem") && smem_fits) {
     launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (forced && strategy_forced("split")) {
+  } else if (forced.is("split")) {
     launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
   } else if (warp_preferred) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
@@ -319,13 +319,13 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     softmax_backward_apply_kernel<T, Acc, kVec><<<grid, kBlock * 2, 0, stream>>>(grad, out, gx, pp, r, s);
   };
-  const bool forced = strategy_forced_any();
-  if (forced && strategy_forced("warp") && warp_fits) warp();
-  else if (forced && strategy_forced("block") && block_fits) block();
-  else if (forced && strategy_forced("cluster") && cluster(false)) {
+  const ForcedStrategy forced;
+  if (forced.is("warp") && warp_fits) warp();
+  else if (forced.is("block") && block_fits) block();
+  else if (forced.is("cluster") && cluster(false)) {
     // launched
-  } else if (forced && strategy_forced("smem") && smem_fits) shared();
-  else if (forced && strategy_forced("split")) split();
+  } else if (forced.is("smem") && smem_fits) shared();
+  else if (forced.is("split")) split();
   else if (warp_preferred) warp();
   else if (block_fits && !few_rows) block();
   else if (cluster(true)) {
