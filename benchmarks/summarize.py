@@ -14,7 +14,7 @@ import json
 import math
 from collections import defaultdict
 
-import bench  # noqa: F401  (same directory: case order and traffic)
+import bench  # same directory: the bench's table order (case_order)
 
 BIG = 256 * 2**20  # bytes of least traffic from which the copy-bandwidth targets apply
 

@@ -9,6 +9,7 @@ of the latter. "plain" is this package with REDUCE_OPS_SUM=plain (no compensatio
 Speeds: triton do_bench medians of the same calls, with and without compensation.
 """
 import argparse
+import contextlib
 import json
 import os
 
@@ -32,13 +33,20 @@ def hard_inputs(n):
     }
 
 
-def ours(x, dim, plain):
+@contextlib.contextmanager
+def sum_mode(plain):
+    """This package's sums without compensation (REDUCE_OPS_SUM=plain) inside the block."""
     if plain:
         os.environ["REDUCE_OPS_SUM"] = "plain"
     try:
-        return reduce_ops.sum(x, dim, dtype=torch.float32)
+        yield
     finally:
         os.environ.pop("REDUCE_OPS_SUM", None)
+
+
+def ours(x, dim, plain):
+    with sum_mode(plain):
+        return reduce_ops.sum(x, dim, dtype=torch.float32)
 
 
 def accuracy(n):
@@ -70,11 +78,9 @@ def speed():
             x = torch.randn(shape, device="cuda", dtype=dtype)
             t = {}
             for label, plain in (("compensated", False), ("plain", True)):
-                if plain:
-                    os.environ["REDUCE_OPS_SUM"] = "plain"
-                t[label] = triton.testing.do_bench(lambda: reduce_ops.sum(x, dim), warmup=50, rep=300,
-                                                   return_mode="median")
-                os.environ.pop("REDUCE_OPS_SUM", None)
+                with sum_mode(plain):
+                    t[label] = triton.testing.do_bench(lambda: reduce_ops.sum(x, dim), warmup=50, rep=300,
+                                                       return_mode="median")
             gbps = x.numel() * x.element_size() / t["compensated"] / 1e6
             rows.append({"shape": list(shape), "dim": dim, "dtype": str(dtype).split(".")[1],
                          "compensated_ms": t["compensated"], "plain_ms": t["plain"],
