@@ -29,16 +29,11 @@ using Int = std::integral_constant<int, N>;
 // a test can change them between calls:
 //   REDUCE_OPS_STRATEGY=<name>  forces a kernel strategy where it applies and can run the shape
 //                               (launchers ignore names that are not theirs);
-//   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs);
-//   REDUCE_OPS_PREFETCH=off     the register row kernels do not prefetch their next row.
+//   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs).
 inline bool env_equals(const char* var, const char* value) {
   const char* s = std::getenv(var);
   return s != nullptr && std::strcmp(s, value) == 0;
 }
-
-// Whether the register row kernels prefetch their next row into the L2 (the default);
-// REDUCE_OPS_PREFETCH=off turns it off, to measure what it buys.
-inline bool l2_prefetch() { return !env_equals("REDUCE_OPS_PREFETCH", "off"); }
 
 // REDUCE_OPS_STRATEGY as one launch sees it: read once (one getenv, ~0.1 us against a launch's
 // ~3 us) and asked by name as often as the dispatcher needs.

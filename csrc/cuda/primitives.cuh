@@ -133,15 +133,6 @@ struct ScaleDivider {
   }
 };
 
-// Asks the L2 to fetch `bytes` (a multiple of 16) from the 16-byte aligned global address `p`
-// ahead of use: one bulk request (sm_90's cp.async.bulk.prefetch), no registers, no waiting; a
-// hint the memory system may drop. Compiles to nothing below sm_90.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
 // Thread block clusters (sm_90 and later). These helpers compile on every target; below sm_90
 // they trap, and the launchers never pick a cluster kernel there (compute capability < 9).
 __device__ __forceinline__ unsigned cluster_blocks() {

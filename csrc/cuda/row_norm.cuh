@@ -206,20 +206,6 @@ struct RowFragment {
   }
 };
 
-// Prefetch of the packs [begin, end) (kVec elements of T each) of the row at `row` into the L2:
-// the block's warps each ask for an equal slice in one bulk request (lane 0 of each warp). The
-// register kernels call it for their next row while the current one is reduced, exchanged and
-// written, so that an SM's share of the DRAM traffic does not stop at each row's barriers.
-template <typename T, int kVec>
-__device__ __forceinline__ void prefetch_packs_l2(const T* row, int begin, int end) {
-  if (threadIdx.x % kWarpSize != 0 || end <= begin) return;
-  const int warps = static_cast<int>(blockDim.x) / kWarpSize;
-  const int per_warp = (end - begin + warps - 1) / warps;
-  const int lo = begin + static_cast<int>(threadIdx.x) / kWarpSize * per_warp;
-  const int hi = min(end, lo + per_warp);
-  if (lo < hi) prefetch_l2(row + static_cast<int64_t>(lo) * kVec, static_cast<uint32_t>(hi - lo) * kVec * sizeof(T));
-}
-
 // "block" (kCluster = false) and "cluster" (kCluster = true, sm_90+): a row is shared by the
 // C blocks of a cluster (C = 1 without clusters); block `rank` holds packs
 // [rank * kPacks * blockDim.x, (rank + 1) * kPacks * blockDim.x) of the row, thread t its packs
@@ -228,11 +214,10 @@ __device__ __forceinline__ void prefetch_packs_l2(const T* row, int begin, int e
 // C * kPacks * blockDim.x * kVec >= cols (the launcher's plan); blockDim.x a multiple of 32.
 // Rows go round the grid in units of C blocks, so every block of a cluster runs the same rows
 // and meets the same cluster barriers; the last barrier keeps each block's shared memory alive
-// until the others have read it. With `prefetch`, a block that has a next row asks the L2 for
-// its segment of it as soon as the current row's loads are issued.
+// until the others have read it.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
-                                                             RowGeometry g, Policy policy, bool prefetch) {
+                                                             RowGeometry g, Policy policy) {
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
   // Partials published to the cluster: [max, sum][row parity] (see cluster_all_reduce).
   __shared__ Acc exchange[2][2];
@@ -241,20 +226,14 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
   const int packs = static_cast<int>(g.cols / kVec);
   const int first = rank * kPacks * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-  const int seg_begin = rank * kPacks * static_cast<int>(blockDim.x);
-  const int seg_end = min(packs, seg_begin + kPacks * static_cast<int>(blockDim.x));
-  const int64_t row_step = gridDim.x / blocks_per_row;
   int parity = 0;
-  for (int64_t row = blockIdx.x / blocks_per_row; row < g.rows; row += row_step) {
+  for (int64_t row = blockIdx.x / blocks_per_row; row < g.rows; row += gridDim.x / blocks_per_row) {
     const In* xr = x + row * g.x_row_stride;
     Fragment f;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if (q < packs) f.load(p, xr + q * kVec);
-    }
-    if (prefetch && row + row_step < g.rows) {
-      prefetch_packs_l2<In, kVec>(x + (row + row_step) * g.x_row_stride, seg_begin, seg_end);
     }
     Acc m = MaxOp<Acc>::identity();
 #pragma unroll

@@ -155,7 +155,7 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     auto run = [&](auto packs_tag) {
       constexpr int kPacks = decltype(packs_tag)::value;
       row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false>
-          <<<grid_for(g.rows), warps_of_threads(packs, kPacks), 0, stream>>>(x, y, g, policy, l2_prefetch());
+          <<<grid_for(g.rows), warps_of_threads(packs, kPacks), 0, stream>>>(x, y, g, policy);
     };
     if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{});
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{});
@@ -169,7 +169,7 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
   if constexpr (kVec > 1) {
     auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kMaxRegPacks<Acc>, true>;
     return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kMaxRegPacks<Acc>, automatic, [&](int blocks, int threads) {
-      return launch_on_clusters(kernel, g.rows, blocks, threads, stream, x, y, g, policy, l2_prefetch());
+      return launch_on_clusters(kernel, g.rows, blocks, threads, stream, x, y, g, policy);
     });
   }
   return false;  // unaligned rows: no cluster kernel (see launch_vec)
@@ -289,7 +289,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       auto run = [&](auto packs_tag) {
         constexpr int kPacks = decltype(packs_tag)::value;
         softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false>
-            <<<grid_for(r.rows), warps_of_threads(packs, kPacks), 0, stream>>>(grad, out, gx, r, l2_prefetch());
+            <<<grid_for(r.rows), warps_of_threads(packs, kPacks), 0, stream>>>(grad, out, gx, r);
       };
       if (packs <= 2 * kPreferredRegThreads) run(Int<2>{});
       else run(Int<kRowPacks>{});
@@ -299,7 +299,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     if constexpr (kVec > 1) {
       auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
       return try_cluster_sizes(r.rows, r.cols, packs, kRowPacks, automatic, [&](int blocks, int threads) {
-        return launch_on_clusters(kernel, r.rows, blocks, threads, stream, grad, out, gx, r, l2_prefetch());
+        return launch_on_clusters(kernel, r.rows, blocks, threads, stream, grad, out, gx, r);
       });
     }
     return false;

@@ -67,24 +67,19 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
 // "block" / "cluster": the layout of row_norm_regs_kernel (row_norm.cuh), with kPacks packs of
 // each of the two rows per thread, held raw (no transcendental to keep: the write recomputes
 // y * (g - dot) from the raw values). Requires cols % kVec == 0 and
-// C * kPacks * blockDim.x * kVec >= cols; blockDim.x a multiple of 32. `prefetch`: as the
-// forward's, both next rows' segments.
+// C * kPacks * blockDim.x * kVec >= cols; blockDim.x a multiple of 32.
 template <typename T, typename Acc, int kVec, int kPacks, bool kCluster>
 __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __restrict__ grad,
                                                                      const T* __restrict__ out,
-                                                                     T* __restrict__ gx, BackwardRows r,
-                                                                     bool prefetch) {
+                                                                     T* __restrict__ gx, BackwardRows r) {
   __shared__ Acc exchange[2];  // the block's partial dot product, by row parity
   const int blocks_per_row = kCluster ? cluster_blocks() : 1;
   const int rank = kCluster ? cluster_block_rank() : 0;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 4 packs.
   const int packs = static_cast<int>(r.cols / kVec);
   const int first = rank * kPacks * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-  const int seg_begin = rank * kPacks * static_cast<int>(blockDim.x);
-  const int seg_end = min(packs, seg_begin + kPacks * static_cast<int>(blockDim.x));
-  const int64_t row_step = gridDim.x / blocks_per_row;
   int parity = 0;
-  for (int64_t row = blockIdx.x / blocks_per_row; row < r.rows; row += row_step) {
+  for (int64_t row = blockIdx.x / blocks_per_row; row < r.rows; row += gridDim.x / blocks_per_row) {
     const int64_t base = row * r.cols;
     PackWords<T, kVec> g[kPacks], y[kPacks];
 #pragma unroll
@@ -94,10 +89,6 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
         g[p].load(grad + base + q * kVec);
         y[p].load(out + base + q * kVec);
       }
-    }
-    if (prefetch && row + row_step < r.rows) {
-      prefetch_packs_l2<T, kVec>(grad + base + row_step * r.cols, seg_begin, seg_end);
-      prefetch_packs_l2<T, kVec>(out + base + row_step * r.cols, seg_begin, seg_end);
     }
     Acc dot = Acc(0);
 #pragma unroll
