@@ -25,9 +25,11 @@ provider that cannot be imported is listed at the start and in the JSON's "unava
 a shape a provider does not support shows as `n/a`; an exception shows as `error` and
 is kept in the JSON's "errors".
 
-Timing: on CUDA `triton.testing.do_bench(fn, warmup, rep, return_mode="median")`, which
-flushes the L2 before each call (CUDA events around single calls, with the same flush,
-when triton is missing); with `--graph` each case is also timed inside a CUDA graph of
+Timing: on CUDA the median of single calls between CUDA events, the L2 flushed before each:
+ops that write (softmax, reduce_scale, softmax_backward, reductions to >= 1/8 of their
+input) by `triton.testing.do_bench(fn, warmup, rep, return_mode="median")`, whose flush
+zero-fills 256 MB; reductions by the same method after a flush that reads 256 MB, so that
+they are not billed for writing back the flush's own dirty lines (see Timer); with `--graph` each case is also timed inside a CUDA graph of
 several calls, rotating input copies so that together they exceed the L2, to take launch
 overhead out (rows with `"graph": true`). On CPU: `time.perf_counter`, median of repeats.
 """
@@ -104,6 +106,15 @@ class Case:
         if self.op == "softmax_backward":
             return 3 * n * elt  # read grad and out, write grad_x
         raise ValueError(self.op)
+
+    @property
+    def writes(self) -> bool:
+        """Whether the op writes enough to leave the L2 as dirty as do_bench's flush does
+        (Timer): every op whose output is at least 1/8 of its input, i.e. all but reductions
+        of more than 8 elements per output."""
+        if self.op not in ("sum", "amax"):
+            return True
+        return self.dim is not None and self.shape[self.dim] <= 8
 
     def key(self) -> tuple:
         return (self.op, tuple(self.shape), self.dim, self.dtype)
@@ -386,7 +397,18 @@ def close(out, ref, dtype: str) -> tuple:
 
 
 class Timer:
-    """Median time of one call, in microseconds, with the method named in `kind`."""
+    """Median time of one call, in microseconds, with the method named in `kind`.
+
+    On CUDA the L2 is flushed before each timed call so that no input is found there. How it is
+    flushed matters for ops that only read: triton's do_bench zero-fills a 256 MB buffer, which
+    leaves the L2 full of dirty lines, and writing those back to DRAM happens inside the timed
+    call. An op that writes as much as it reads (softmax) pays for them but leaves as many dirty
+    lines of its own behind, so that is its steady state; a reduction writes almost nothing and
+    would be billed for ~L2-size of writes that are not its own (H200: 6-10 us a call, 20% of a
+    256 MB sum; scripts/flush_study.py). So ops that write keep do_bench, and reductions
+    (`writes=False`) are timed the same way (CUDA events around single calls, median) after a
+    flush that reads 256 MB instead, leaving the L2 clean.
+    """
 
     def __init__(self, device: str, warmup_ms: float, rep_ms: float):
         self.device, self.warmup_ms, self.rep_ms = device, warmup_ms, rep_ms
@@ -395,26 +417,32 @@ class Timer:
             try:
                 from triton.testing import do_bench
 
-                self.do_bench, self.kind = do_bench, "triton.testing.do_bench"
+                self.do_bench = do_bench
+                self.kind = ("triton.testing.do_bench (zero-fill L2 flush) for ops that write; "
+                             "CUDA events after a read-only L2 flush for reductions")
             except ImportError:
-                self.kind = "cuda events"
-                self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+                self.kind = ("CUDA events, zero-fill L2 flush for ops that write, read-only "
+                             "flush for reductions")
+            self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+            self.flush_words = self.flush.view(torch.int32)
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             self.l2_bytes = getattr(props, "L2_cache_size", 60 << 20) or (60 << 20)
         else:
             self.kind = "time.perf_counter"
             self.l2_bytes = 0
 
-    def time(self, fn: Callable) -> float:
+    def time(self, fn: Callable, writes: bool = True) -> float:
+        if self.device != "cuda":
+            return self._time_cpu(fn)
+        if not writes:
+            return self._time_events(fn, lambda: self.flush_words.amax())
         if self.do_bench is not None:
             return 1e3 * self.do_bench(fn, warmup=self.warmup_ms, rep=self.rep_ms,
                                        return_mode="median")
-        if self.device == "cuda":
-            return self._time_events(fn)
-        return self._time_cpu(fn)
+        return self._time_events(fn, self.flush.zero_)
 
-    def _time_events(self, fn: Callable) -> float:
-        """do_bench's method without triton: events around single calls, L2 flushed."""
+    def _time_events(self, fn: Callable, flush: Callable) -> float:
+        """do_bench's method: CUDA events around single calls, flush() before each."""
         fn()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -429,7 +457,7 @@ class Timer:
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(n_rep)]
         for start, end in events:
-            self.flush.zero_()
+            flush()
             start.record()
             fn()
             end.record()
@@ -449,7 +477,7 @@ class Timer:
             times.append(time.perf_counter() - t0)
         return 1e6 * statistics.median(times)
 
-    def time_graph(self, fns: list, calls: int) -> float:
+    def time_graph(self, fns: list, calls: int, writes: bool = True) -> float:
         """Time `calls` calls captured in one CUDA graph, cycling over `fns` (each bound to
         its own copy of the inputs); returns microseconds per call."""
         stream = torch.cuda.Stream()
@@ -464,7 +492,7 @@ class Timer:
             for i in range(calls):
                 fns[i % len(fns)]()
         try:
-            return self.time(graph.replay) / calls
+            return self.time(graph.replay, writes) / calls
         finally:
             del graph
 
@@ -529,7 +557,7 @@ def run_case(case, providers, timer, args, results, errors, log) -> None:
             if not ok:
                 log(f"  WRONG: {name} on {case.op} {list(case.shape)} dim={case.dim} "
                     f"{case.dtype}: {why}")
-            us = timer.time(lambda fn=fn: fn(*inputs))
+            us = timer.time(lambda fn=fn: fn(*inputs), case.writes)
         except Exception as e:
             error(name, False, e)
             continue
@@ -546,7 +574,8 @@ def run_case(case, providers, timer, args, results, errors, log) -> None:
                             for i in range(copies - 1)]
         sets = [inputs] + extra_inputs[:copies - 1]
         try:
-            gus = timer.time_graph([(lambda fn=fn, s=s: fn(*s)) for s in sets], calls)
+            gus = timer.time_graph([(lambda fn=fn, s=s: fn(*s)) for s in sets], calls,
+                                   case.writes)
         except Exception as e:
             error(name, True, e)
             if device == "cuda":

@@ -75,7 +75,13 @@ def main():
     parser.add_argument("--rep-ms", type=float, default=40.0, help="do_bench rep (ms) per timing")
     parser.add_argument("--shapes", help="comma list of ROWSxCOLS to time (default: all six)")
     parser.add_argument("--ops", help=f"comma list from {','.join(OPS)} (default: all)")
+    parser.add_argument("--strategies", help=f"comma list from {','.join(STRATEGIES)} (default: all)")
+    parser.add_argument("--variant", metavar="VAR=VALUE",
+                        help="also time the automatic choice with this environment variable set "
+                             "(a developer knob, e.g. REDUCE_OPS_PREFETCH=off), in column 'VAR=VALUE'")
     args = parser.parse_args()
+    strategies = args.strategies.split(",") if args.strategies else STRATEGIES
+    variant = tuple(args.variant.split("=", 1)) if args.variant else None
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     ops = args.ops.split(",") if args.ops else OPS
     if not torch.cuda.is_available():
@@ -91,7 +97,8 @@ def main():
     copy_gbps = 2 * a.numel() * a.element_size() / bench_us(lambda: b.copy_(a)) / 1e3
     del a, b
     print(f"{props.name}   torch {torch.__version__}   copy {copy_gbps:.0f} GB/s")
-    header = f"{'op':<17}{'dtype':<9}{'shape':<16}" + "".join(f"{s:>16}" for s in ["auto"] + STRATEGIES)
+    columns = ["auto"] + strategies + (["=".join(variant)] if variant else [])
+    header = f"{'op':<17}{'dtype':<9}{'shape':<16}" + "".join(f"{c[-15:]:>16}" for c in columns)
     print(header)
     rows = []
     for op in ops:
@@ -102,17 +109,22 @@ def main():
                 set_strategy(None)
                 reference = first(fn()).float()
                 cells = []
-                for strategy in [None] + STRATEGIES:
-                    if strategy is not None and strategy not in runnable(op, shape[-1], dtype, props):
+                for strategy in [None] + strategies + (["variant"] if variant else []):
+                    if strategy not in (None, "variant") and strategy not in runnable(op, shape[-1], dtype, props):
                         cells.append(f"{'-':>16}")
                         continue
-                    set_strategy(strategy)
+                    set_strategy(None if strategy == "variant" else strategy)
+                    if strategy == "variant":
+                        os.environ[variant[0]] = variant[1]
                     got = first(fn()).float()
                     ok = bool(torch.allclose(got, reference, rtol=2e-2, atol=1e-6, equal_nan=True))
                     del got
                     us = bench_us(fn)
                     gbps = nbytes / us / 1e3
                     pct = 100 * gbps / copy_gbps
+                    if strategy == "variant":
+                        os.environ.pop(variant[0])
+                        strategy = "auto " + "=".join(variant)
                     rows.append(dict(op=op, shape=list(shape), dtype=dtype_name, strategy=strategy or "auto",
                                      us=round(us, 3), bytes=nbytes, GBps=round(gbps, 1),
                                      pct_copy=round(pct, 1), ok=ok))
