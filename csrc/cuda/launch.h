@@ -29,7 +29,8 @@ using Int = std::integral_constant<int, N>;
 // a test can change them between calls:
 //   REDUCE_OPS_STRATEGY=<name>  forces a kernel strategy where it applies and can run the shape
 //                               (launchers ignore names that are not theirs);
-//   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs).
+//   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs);
+//   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster path tries that cluster size only.
 inline bool env_equals(const char* var, const char* value) {
   const char* s = std::getenv(var);
   return s != nullptr && std::strcmp(s, value) == 0;

@@ -113,12 +113,15 @@ bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, cu
 // SM), then the smallest whose share fits kMaxRegThreads; `launch(blocks, threads)` returns false
 // where the device cannot run that cluster. `automatic` gives up (false) where the clusters
 // would leave most SMs idle (too_few_blocks).
+// REDUCE_OPS_CLUSTER=<blocks> (a developer knob, for measurement) tries that cluster size only.
 template <typename Launch>
 bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread, bool automatic, Launch launch) {
+  const char* forced_size = std::getenv("REDUCE_OPS_CLUSTER");
+  const int only = forced_size != nullptr ? std::atoi(forced_size) : 0;
   for (const int64_t cap : {int64_t{per_thread} * kPreferredRegThreads, int64_t{per_thread} * kMaxRegThreads}) {
     for (int blocks = 2; blocks <= kMaxClusterBlocks; blocks *= 2) {
       const int64_t share = ceil_div(packs, blocks);
-      if (share > cap) continue;
+      if (share > cap || (only > 0 && blocks != only)) continue;
       if (automatic && too_few_blocks(rows, blocks, cols)) return false;
       if (launch(blocks, warps_of_threads(share, per_thread))) return true;
     }
