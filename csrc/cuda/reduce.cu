@@ -26,12 +26,10 @@ namespace reduce_ops {
 namespace cuda {
 namespace {
 
-// Fewest reduced rows one column-split segment holds: of the input, and of the partials that a
-// split leaves (a (splits, columns) reduction of its own). The partials are few and already in
-// the L2: splitting them finely keeps their pass short (H200, 442368 x 128 over dim 0: 1056
-// partial rows of 128 columns went to 5 blocks of 211 rows at 256).
+// Fewest reduced rows one column-split segment holds. Splitting the partials' own pass finer
+// (32 rows) only added a launch: H200, 65536 x 1024 float32 over dim 0 went from 77 to 86 us,
+// 442368 x 128 bfloat16 unchanged (the passes over the partials take 9 us either way).
 constexpr int64_t kMinColsChunk = 256;
-constexpr int64_t kMinPartialsChunk = 32;
 // Fewest elements one block of a split row takes: 16 per thread of 256, one unrolled round of
 // 16-byte loads in float32, so that a 2^20-element sum still spreads over 256 blocks.
 constexpr int64_t kMinReduceChunk = 4096;
@@ -181,15 +179,15 @@ void launch_cols_pass(const In* x, Out* out, const ColsArgs& a, const ColsLaunch
 // blocks (partials in the reducer's Value type, then the partials reduced the same way).
 template <typename In, typename Out, typename R>
 void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, const R& r,
-                 cudaStream_t stream, const ForcedStrategy& forced, int64_t min_chunk = kMinColsChunk) {
+                 cudaStream_t stream, const ForcedStrategy& forced) {
   using V = typename R::Value;
   ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced};
   const int64_t target_blocks = sm_count() * kBlocksPerSM;
   const int64_t columns = g.outer * g.inner;
   ColsLaunch l = cols_launch<In>(a, x.const_data_ptr());
   const int64_t blocks = g.outer * ceil_div(g.inner, static_cast<int64_t>(l.bx) * l.vec);
-  if (blocks < target_blocks && g.reduced >= 2 * min_chunk) {
-    a.splits = std::min(ceil_div(target_blocks, blocks), ceil_div(g.reduced, min_chunk));
+  if (blocks < target_blocks && g.reduced >= 2 * kMinColsChunk) {
+    a.splits = std::min(ceil_div(target_blocks, blocks), ceil_div(g.reduced, kMinColsChunk));
     a.chunk = ceil_div(g.reduced, a.splits);
     a.splits = ceil_div(g.reduced, a.chunk);
     l = cols_launch<In>(a, x.const_data_ptr());
@@ -204,9 +202,8 @@ void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
   at::Tensor partial = at::empty({a.splits * columns}, x.options().dtype(c10::CppTypeToScalarType<V>::value));
   launch_cols_pass<In, V>(x.const_data_ptr<In>(), partial.mutable_data_ptr<V>(), a, l, r, stream);
   // The partials are a (splits, columns) reduction over dim 0 themselves: the same launcher
-  // splits them again, finely, when the columns are few (a single block folding 1056 partial
-  // rows of 128 columns took longer than the first pass: H200, 442368 x 128 over dim 0, 41% of
-  // copy).
+  // splits them again when the columns are few (a single block folding 1056 partial rows of 128
+  // columns took longer than the first pass: H200, 442368 x 128 over dim 0, 41% of copy).
   ReduceGeometry partials;
   partials.outer = 1;
   partials.reduced = a.splits;
@@ -214,7 +211,7 @@ void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
   partials.outer_stride = a.splits * columns;
   partials.reduced_stride = columns;
   partials.inner_stride = 1;
-  launch_cols<V, Out>(partial, partials, out, r, stream, forced, kMinPartialsChunk);
+  launch_cols<V, Out>(partial, partials, out, r, stream, forced);
 }
 
 }  // namespace
