@@ -26,9 +26,11 @@ namespace reduce_ops {
 namespace cuda {
 namespace {
 
-// Fewest reduced rows one column-split segment holds. Splitting the partials' own pass finer
-// (32 rows) only added a launch: H200, 65536 x 1024 float32 over dim 0 went from 77 to 86 us,
-// 442368 x 128 bfloat16 unchanged (the passes over the partials take 9 us either way).
+// Fewest reduced rows one column-split segment holds. Measured and rejected on the H200:
+// splitting the partials' own pass finer (32 rows) added a launch (65536 x 1024 float32 over
+// dim 0: 77 -> 86 us; the passes over the partials take ~9 us either way), and combining a
+// block's rows of partials a thread per column instead of kVec columns per thread of the first
+// row made bfloat16 sums 7-16% slower (float32 and amax within noise or mixed).
 constexpr int64_t kMinColsChunk = 256;
 // Fewest elements one block of a split row takes: 16 per thread of 256, one unrolled round of
 // 16-byte loads in float32, so that a 2^20-element sum still spreads over 256 blocks.

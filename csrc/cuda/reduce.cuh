@@ -342,20 +342,20 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));
       }
     }
-    // Combine the blockDim.y partials of each of the tile's columns in a fixed order (y = 0, 1,
-    // ...), a thread per column: the whole block at once, stores coalesced (the first row of
-    // threads alone, kVec columns each, left the rest of the block idle).
+    // Combine the blockDim.y partials of each column in a fixed order.
     Acc* mine = partial + (threadIdx.y * blockDim.x + threadIdx.x) * kVec;
 #pragma unroll
     for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
     __syncthreads();
-    for (int column = threadIdx.y * blockDim.x + threadIdx.x; column < tile_cols;
-         column += blockDim.x * blockDim.y) {
-      const int64_t ic = tile * tile_cols + column;
-      if (ic >= a.inner) break;
-      Acc c = partial[column];
-      for (int y = 1; y < blockDim.y; ++y) c = r(c, partial[y * tile_cols + column]);
-      out[(seg * a.outer + o) * a.inner + ic] = static_cast<Out>(r.finish(c));
+    if (threadIdx.y == 0 && i < a.inner) {
+      for (int y = 1; y < blockDim.y; ++y) {
+        const Acc* theirs = partial + (y * blockDim.x + threadIdx.x) * kVec;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
+      }
+      Out* dst = out + (seg * a.outer + o) * a.inner + i;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) dst[k] = static_cast<Out>(r.finish(acc[k]));
     }
     __syncthreads();
   }
