@@ -2,10 +2,10 @@
 """Markdown summary of a bench.py JSON: one row per case, then geometric means and the issues'
 targets, for benchmarks/results/README.md.
 
-    python benchmarks/summarize.py benchmarks/results/h200.json [--peers benchmarks/results/h200_liger.json]
+    python benchmarks/summarize.py benchmarks/results/h200.json [--peers other_run.json]
 
 Ratios are the other provider's time over ours (above 1: reduce_ops is faster), each taken from
-one JSON, so from one run: the peers' ratios come from the --peers file's own reduce_ops rows.
+one JSON, so from one run: the peers' ratios come from the same file, or from the --peers file's own reduce_ops rows.
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def main():
     data = json.load(open(args.json))
     copy = data["copy_GBps"]
     cases = by_case(data["rows"])
-    peers = by_case(json.load(open(args.peers))["rows"]) if args.peers else {}
+    # Peers from the --peers file when given, else from the same run's own peer rows.
+    peers = by_case(json.load(open(args.peers))["rows"]) if args.peers else cases
     print(f"{data['device']}, torch {data['torch']}, {data['date']}; copy {copy:.0f} GB/s (read + write).\n")
     print("| op | shape | dim | dtype | reduce_ops GB/s | % of copy | vs torch | vs torch.compile | vs Liger |")
     print("|---|---|---|---|---|---|---|---|---|")
