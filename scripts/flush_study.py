@@ -13,50 +13,36 @@ calls four ways, so the size of that effect can be read off:
   graph-zero    the same graph, zero-fill flush before each replay
 
 Usage on the GPU machine: python scripts/flush_study.py [--json out.json]
+(benchmarks/results/h200_study/flush_study.* were taken by this script's first version, which
+had its own copies of bench.py's event and graph timing loops; the methods are the same.)
 """
 import argparse
 import json
-import statistics
+import sys
+from pathlib import Path
 
 import torch
 import triton.testing
 
 import reduce_ops  # noqa: F401  (registers torch.ops.reduce_ops)
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from bench import Timer  # noqa: E402  (the bench's events timing, with a flush of our choice)
+
+TIMER = Timer("cuda", warmup_ms=25, rep_ms=100)
+
+
+def events_time(fn, flush):
+    """Median microseconds of one call of fn between CUDA events, flush() before each."""
+    return TIMER._time_events(fn, flush)
+
 ops = torch.ops.reduce_ops
 
 
-def events_time(fn, flush, reps=50):
-    """Median microseconds of one call of fn, flush() before each."""
-    fn()
-    torch.cuda.synchronize()
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-             for _ in range(reps)]
-    for s, e in pairs:
-        flush()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return 1e3 * statistics.median(s.elapsed_time(e) for s, e in pairs)
-
-
-def graph_time(make_call, n_inputs, calls, flush):
-    fns = [make_call(i) for i in range(n_inputs)]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for f in fns:
-            f()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fns[i % n_inputs]()
-    us = events_time(g.replay, flush, reps=10) / calls
-    del g
-    return us
+def graph_time(make_call, n_inputs, calls, zero_flush):
+    """Microseconds per call of `calls` back-to-back calls in one CUDA graph over n_inputs
+    input copies (the bench's time_graph: zero-fill flush, or a read-only one)."""
+    return TIMER.time_graph([make_call(i) for i in range(n_inputs)], calls, writes=zero_flush)
 
 
 def main():
@@ -68,9 +54,6 @@ def main():
 
     def read_flush():
         buf.amax()
-
-    def zero_flush():
-        buf.zero_()
 
     f32, bf16 = torch.float32, torch.bfloat16
     cases = [
@@ -107,8 +90,8 @@ def main():
         r["do_bench"] = 1e3 * triton.testing.do_bench(fn, warmup=25, rep=200,
                                                       return_mode="median")
         r["read-flush"] = events_time(fn, read_flush)
-        r["graph-read"] = graph_time(make_call, n_inputs, calls, read_flush)
-        r["graph-zero"] = graph_time(make_call, n_inputs, calls, zero_flush)
+        r["graph-read"] = graph_time(make_call, n_inputs, calls, zero_flush=False)
+        r["graph-zero"] = graph_time(make_call, n_inputs, calls, zero_flush=True)
         for k in ("do_bench", "read-flush", "graph-read", "graph-zero"):
             r[k + " GB/s"] = traffic / r[k] / 1e3
         rows.append(r)
