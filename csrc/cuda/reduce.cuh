@@ -238,14 +238,19 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
   }
 }
 
+// Work item w's segment reduced by the whole block; every thread gets the result.
+template <int kUnroll, typename In, typename R>
+__device__ __forceinline__ typename R::Acc block_reduce_item(const In* x, const RowsArgs& a, int64_t w, const R& r) {
+  int64_t n;
+  const In* seg = segment_start(x, a, w, &n);
+  return block_all_reduce(thread_reduce_segment<kUnroll>(seg, n, a, threadIdx.x, blockDim.x, r), r);
+}
+
 template <typename In, typename Out, typename R, int kUnroll>
 __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-    int64_t n;
-    const In* seg = segment_start(x, a, w, &n);
-    typename R::Acc acc = thread_reduce_segment<kUnroll>(seg, n, a, threadIdx.x, blockDim.x, r);
-    acc = block_all_reduce(acc, r);
+    const typename R::Acc acc = block_reduce_item<kUnroll>(x, a, w, r);
     if (threadIdx.x == 0) out[w] = static_cast<Out>(r.finish(acc));
   }
 }
@@ -261,10 +266,7 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __rest
   __shared__ bool last;
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-    int64_t n;
-    const In* seg = segment_start(x, a, w, &n);
-    typename R::Acc acc = thread_reduce_segment<kUnroll>(seg, n, a, threadIdx.x, blockDim.x, r);
-    acc = block_all_reduce(acc, r);
+    typename R::Acc acc = block_reduce_item<kUnroll>(x, a, w, r);
     const int64_t row = w / a.splits;
     if (threadIdx.x == 0) {
       partial[w] = acc;

@@ -206,6 +206,23 @@ struct RowFragment {
   }
 };
 
+// Where a block of the register kernels (this file's and softmax_backward.cuh's) stands in its
+// rows: C = `blocks` blocks share a row (the cluster's, 1 without clusters), this one is `rank`
+// among them and its thread holds packs first + p * blockDim.x of each row (p < kPacks); rows
+// go round the grid in units of C blocks.
+template <bool kCluster>
+struct RowShare {
+  int blocks, rank, first;
+  template <int kPacks>
+  __device__ static RowShare of() {
+    const int blocks = kCluster ? cluster_blocks() : 1;
+    const int rank = kCluster ? cluster_block_rank() : 0;
+    return {blocks, rank, rank * kPacks * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)};
+  }
+  __device__ int64_t first_row() const { return blockIdx.x / blocks; }
+  __device__ int64_t row_step() const { return gridDim.x / blocks; }
+};
+
 // "block" (kCluster = false) and "cluster" (kCluster = true, sm_90+): a row is shared by the
 // C blocks of a cluster (C = 1 without clusters); block `rank` holds packs
 // [rank * kPacks * blockDim.x, (rank + 1) * kPacks * blockDim.x) of the row, thread t its packs
@@ -221,13 +238,12 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
   // Partials published to the cluster: [max, sum][row parity] (see cluster_all_reduce).
   __shared__ Acc exchange[2][2];
-  const int blocks_per_row = kCluster ? cluster_blocks() : 1;
-  const int rank = kCluster ? cluster_block_rank() : 0;
+  const auto share = RowShare<kCluster>::template of<kPacks>();
+  const int rank = share.rank, first = share.first;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
   const int packs = static_cast<int>(g.cols / kVec);
-  const int first = rank * kPacks * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
   int parity = 0;
-  for (int64_t row = blockIdx.x / blocks_per_row; row < g.rows; row += gridDim.x / blocks_per_row) {
+  for (int64_t row = share.first_row(); row < g.rows; row += share.row_step()) {
     const In* xr = x + row * g.x_row_stride;
     Fragment f;
 #pragma unroll

@@ -73,13 +73,12 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
                                                                      const T* __restrict__ out,
                                                                      T* __restrict__ gx, BackwardRows r) {
   __shared__ Acc exchange[2];  // the block's partial dot product, by row parity
-  const int blocks_per_row = kCluster ? cluster_blocks() : 1;
-  const int rank = kCluster ? cluster_block_rank() : 0;
+  const auto share = RowShare<kCluster>::template of<kPacks>();
+  const int first = share.first;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 4 packs.
   const int packs = static_cast<int>(r.cols / kVec);
-  const int first = rank * kPacks * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
   int parity = 0;
-  for (int64_t row = blockIdx.x / blocks_per_row; row < r.rows; row += gridDim.x / blocks_per_row) {
+  for (int64_t row = share.first_row(); row < r.rows; row += share.row_step()) {
     const int64_t base = row * r.cols;
     PackWords<T, kVec> g[kPacks], y[kPacks];
 #pragma unroll
