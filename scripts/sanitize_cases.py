@@ -37,6 +37,12 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
+    # A column split whose partials fold in two levels (groups of 4 segments, then the groups).
+    os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "4"
+    x = torch.randn(5000, 8, device=dev, dtype=dtype)
+    check(f"sum {dtype} two-level column fold", reduce_ops.sum(x, 0), x.double().sum(0), tol * 50)
+    check(f"amax {dtype} two-level column fold", reduce_ops.amax(x, 0), torch.amax(x, 0), 0)
+    os.environ.pop("REDUCE_OPS_COLS_FOLD_GROUP")
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
     check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)

@@ -469,6 +469,24 @@ def test_split_counters_reset_between_calls_and_streams(shape, dim):
         stream.synchronize()
 
 
+@requires_cuda
+@pytest.mark.parametrize("fold_group", ["1", "3", "auto"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=dtype_id)
+@pytest.mark.parametrize("shape", [(5000, 8), (20000, 24), (4000, 300), (3, 3000, 16)], ids=str)
+def test_split_columns_fold_in_one_or_two_levels(monkeypatch, fold_group, dtype, shape):
+    # A column split folds its segments' partials in the same launch: the last block of each group
+    # of REDUCE_OPS_COLS_FOLD_GROUP segments, then the last group (two levels) when there are
+    # several; 3 leaves a last group short. Every level must give torch's answer, the same bits
+    # on every call.
+    if fold_group != "auto":
+        monkeypatch.setenv("REDUCE_OPS_COLS_FOLD_GROUP", fold_group)
+    x = make_input(shape, dtype, "cuda")
+    dim = 0 if len(shape) == 2 else 1
+    check_sum(x, dim)
+    check_amax(x, dim)
+    assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
+
+
 # ---- compensated CUDA sums -------------------------------------------------------------------
 
 def _hard_sum_inputs(n, device):

@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 namespace reduce_ops {
@@ -30,10 +33,19 @@ using Int = std::integral_constant<int, N>;
 //   REDUCE_OPS_STRATEGY=<name>  forces a kernel strategy where it applies and can run the shape
 //                               (launchers ignore names that are not theirs);
 //   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs);
-//   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster path tries that cluster size only.
+//   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster path tries that cluster size only;
+//   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
+//                               the column reduction's split sizing and first-level fold
+//                               (scripts/tune_cols.py).
 inline bool env_equals(const char* var, const char* value) {
   const char* s = std::getenv(var);
   return s != nullptr && std::strcmp(s, value) == 0;
+}
+
+// A positive integer knob's value, or `fallback` when it is unset (values below 1 read as 1).
+inline int64_t env_positive(const char* var, int64_t fallback) {
+  const char* s = std::getenv(var);
+  return s == nullptr ? fallback : std::max<int64_t>(1, std::atoll(s));
 }
 
 // REDUCE_OPS_STRATEGY as one launch sees it: read once (one getenv, ~0.1 us against a launch's
@@ -82,6 +94,33 @@ void allow_smem(Kernel kernel, int64_t bytes) {
   if (bytes > 48 * 1024) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   }
+}
+
+// The answer of `query` (an occupancy API call about `kernel` at one launch shape, named by
+// shape_a and shape_b) on the current device, asked once per (device, kernel, shape): the query
+// costs microseconds of host time that a launch should not pay every call.
+template <typename Query>
+int memoized_kernel_query(const void* kernel, int64_t shape_a, int64_t shape_b, Query query) {
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static auto* answers = new std::map<std::tuple<int, const void*, int64_t, int64_t>, int>();  // never freed
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(device, kernel, shape_a, shape_b);
+  auto it = answers->find(key);
+  if (it == answers->end()) it = answers->emplace(key, query()).first;
+  return it->second;
+}
+
+// Blocks of `threads` threads and `smem` bytes of dynamic shared memory that one SM holds at
+// once (at least 1).
+template <typename Kernel>
+int resident_blocks(Kernel kernel, int threads, size_t smem) {
+  return memoized_kernel_query(reinterpret_cast<const void*>(kernel), threads, static_cast<int64_t>(smem), [&] {
+    int blocks = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+    return std::max(blocks, 1);
+  });
 }
 
 // A block per row: about four packs per thread, 128 to 1024 threads.

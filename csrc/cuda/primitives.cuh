@@ -51,7 +51,7 @@ __device__ __forceinline__ T shfl_xor(T v, int mask, int width) {
 // this kernel; any trivially copyable value of whole 32-bit words.
 template <typename T>
 __device__ __forceinline__ T load_cg(const T* p) {
-  if constexpr (std::is_arithmetic_v<T>) {
+  if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, uint4>) {  // one load instruction
     return __ldcg(p);
   } else {
     static_assert(sizeof(T) % 4 == 0, "loaded values are whole 32-bit words");

@@ -27,11 +27,12 @@ namespace cuda {
 namespace {
 
 // Fewest reduced rows one column-split segment holds. Measured and rejected on the H200:
-// splitting the partials' own pass finer (32 rows) added a launch (65536 x 1024 float32 over
-// dim 0: 77 -> 86 us; the passes over the partials take ~9 us either way), and combining a
-// block's rows of partials a thread per column instead of kVec columns per thread of the first
-// row made bfloat16 sums 7-16% slower (float32 and amax within noise or mixed).
+// combining a block's rows of partials a thread per column instead of kVec columns per thread
+// of the first row made bfloat16 sums 7-16% slower (float32 and amax within noise or mixed).
 constexpr int64_t kMinColsChunk = 256;
+// Rows of a column-split segment come in multiples of this: 4 rows in flight (the kernel's
+// unroll) for each of up to 16 rows of threads, so that no thread ends on a partial round.
+constexpr int64_t kColsChunkRows = 64;
 // Fewest elements one block of a split row takes: 16 per thread of 256, one unrolled round of
 // 16-byte loads in float32, so that a 2^20-element sum still spreads over 256 blocks.
 constexpr int64_t kMinReduceChunk = 4096;
@@ -146,74 +147,87 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // Columns: lanes across columns (kVec each), the rest of the block across the reduced dim.
 struct ColsLaunch {
   int bx, by;  // block shape
-  int vec;
 };
 
-template <typename In>
-ColsLaunch cols_launch(const ColsArgs& a, const void* x) {
-  constexpr int kVec = kMaxVec<In>;
-  const bool vectorize = a.inner_stride == 1 && a.inner % kVec == 0 && a.outer_stride % kVec == 0 &&
-                         a.reduced_stride % kVec == 0 && is_aligned(x, 16);
-  ColsLaunch l{1, 1, vectorize ? kVec : 1};
+ColsLaunch cols_launch(const ColsArgs& a, int vec) {
+  ColsLaunch l{1, 1};
   // Up to 8 rows of threads along the reduced dim, each reading at least 16 rows; then lanes
   // across the columns for the rest of the block, then more rows of threads if the columns
   // run out. A block 256 columns wide left 65536 x 1024 float32 over dim 0 with 8 blocks and
   // a split of 256 (H200: 43% of copy); 32 x 8 gave 79%.
   while (l.by < 8 && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
-  while (l.bx * l.by < kBlock && static_cast<int64_t>(l.bx) * l.vec < a.inner) l.bx *= 2;
+  while (l.bx * l.by < kBlock && static_cast<int64_t>(l.bx) * vec < a.inner) l.bx *= 2;
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
   return l;
 }
 
+// Columns: when the kept columns leave SMs idle, the reduced dim is split over blocks, whose
+// partials the same launch folds (reduce_cols_kernel).
 template <typename In, typename Out, typename R>
-void launch_cols_pass(const In* x, Out* out, const ColsArgs& a, const ColsLaunch& l, const R& r,
-                      cudaStream_t stream) {
-  const dim3 block(l.bx, l.by);
-  const int64_t tiles = ceil_div(a.inner, static_cast<int64_t>(l.bx) * l.vec);
-  const int64_t grid = grid_for(a.splits * a.outer * tiles);
-  const size_t smem = sizeof(typename R::Acc) * l.bx * l.by * l.vec;
-  if (l.vec > 1) reduce_cols_kernel<In, Out, R, kMaxVec<In>><<<grid, block, smem, stream>>>(x, out, a, r);
-  else reduce_cols_kernel<In, Out, R, 1><<<grid, block, smem, stream>>>(x, out, a, r);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-// Columns: when the kept columns are too few to fill the GPU, the reduced dim is split over
-// blocks (partials in the reducer's Value type, then the partials reduced the same way).
-template <typename In, typename Out, typename R>
-void launch_cols(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, const R& r,
+void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
                  cudaStream_t stream, const ForcedStrategy& forced) {
-  using V = typename R::Value;
-  ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced};
-  const int64_t target_blocks = sm_count() * kBlocksPerSM;
+  using Acc = typename R::Acc;
+  const In* x = xt.const_data_ptr<In>();
+  Out* out = out_t.mutable_data_ptr<Out>();
+  constexpr int kVec = kMaxVec<In>;
+  ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced, 1};
+  const bool vectorize = a.inner_stride == 1 && a.inner % kVec == 0 && a.outer_stride % kVec == 0 &&
+                         a.reduced_stride % kVec == 0 && is_aligned(x, 16) && is_aligned(out, sizeof(Out) * kVec);
+  const int vec = vectorize ? kVec : 1;
+  const auto kernel = vectorize ? reduce_cols_kernel<In, Out, R, kVec> : reduce_cols_kernel<In, Out, R, 1>;
+  const size_t smem_per_thread = sizeof(Acc) * vec;
+  // One wave of the blocks the SMs hold at once: the kernel needs 34-48 registers (5-7 blocks of
+  // 256 threads per SM). H200, tune_cols.py: 8 blocks per SM (1.6 waves) made bfloat16 sums over
+  // dim 0 12-24% slower, 4 per SM 5-24% slower.
+  const int64_t resident =
+      sm_count() * env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM", resident_blocks(kernel, kBlock, kBlock * smem_per_thread));
   const int64_t columns = g.outer * g.inner;
-  ColsLaunch l = cols_launch<In>(a, x.const_data_ptr());
-  const int64_t blocks = g.outer * ceil_div(g.inner, static_cast<int64_t>(l.bx) * l.vec);
-  if (blocks < target_blocks && g.reduced >= 2 * kMinColsChunk) {
-    a.splits = std::min(ceil_div(target_blocks, blocks), ceil_div(g.reduced, kMinColsChunk));
-    a.chunk = ceil_div(g.reduced, a.splits);
-    a.splits = ceil_div(g.reduced, a.chunk);
-    l = cols_launch<In>(a, x.const_data_ptr());
-  } else if (forced.is("split") && g.reduced >= 4) {  // >= 4: the partials' pass (2 rows) stops
-    a.chunk = ceil_div(g.reduced, 2);
-    a.splits = ceil_div(g.reduced, a.chunk);
+  ColsLaunch l = cols_launch(a, vec);
+  int64_t tiles = ceil_div(g.inner, static_cast<int64_t>(l.bx) * vec);
+  int64_t splits = 1;
+  if (g.outer * tiles * 2 <= resident && g.reduced >= 2 * kMinColsChunk) {
+    splits = std::min(resident / (g.outer * tiles), ceil_div(g.reduced, kMinColsChunk));
+  } else if (forced.is("split") && g.reduced >= 2) {
+    splits = 2;  // smallest split, so that small test shapes take this path
   }
-  if (a.splits == 1) {
-    launch_cols_pass<In, Out>(x.const_data_ptr<In>(), out.mutable_data_ptr<Out>(), a, l, r, stream);
-    return;
+  if (splits > 1) {
+    ColsArgs split = a;
+    // Segments of whole rounds of 4 rows per row of threads (at most 16 rows of threads).
+    split.chunk = std::min(ceil_div(ceil_div(g.reduced, splits), kColsChunkRows) * kColsChunkRows, g.reduced - 1);
+    split.splits = ceil_div(g.reduced, split.chunk);
+    const ColsLaunch split_l = cols_launch(split, vec);
+    const int64_t split_tiles = ceil_div(g.inner, static_cast<int64_t>(split_l.bx) * vec);
+    // One level of folds while each row of threads folds at most 6 partial rows (three rounds of
+    // loads), else two levels of about sqrt(splits) rows each, in whole rows of threads. H200,
+    // tune_cols.py: one level over 41 segments beat two (bfloat16 16384 x 4096: 39.6 vs 41.6 us),
+    // two levels beat one over 165 (65536 x 1024: 42.8 vs 44.8 us) and 660 (442368 x 128: 41.6
+    // vs 49.5 us).
+    split.group = split.splits;
+    if (ceil_div(split.splits, split_l.by) > 6) {
+      split.group = split_l.by;
+      while (split.group * split.group < split.splits) split.group += split_l.by;
+    }
+    split.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", split.group);
+    const int64_t groups = ceil_div(split.splits, split.group);
+    const int64_t counters = g.outer * split_tiles * (groups + (groups > 1 ? 1 : 0));
+    if (counters <= kMaxCounters) {
+      a = split;
+      l = split_l;
+      tiles = split_tiles;
+    }
   }
-  at::Tensor partial = at::empty({a.splits * columns}, x.options().dtype(c10::CppTypeToScalarType<V>::value));
-  launch_cols_pass<In, V>(x.const_data_ptr<In>(), partial.mutable_data_ptr<V>(), a, l, r, stream);
-  // The partials are a (splits, columns) reduction over dim 0 themselves: the same launcher
-  // splits them again when the columns are few (a single block folding 1056 partial rows of 128
-  // columns took longer than the first pass: H200, 442368 x 128 over dim 0, 41% of copy).
-  ReduceGeometry partials;
-  partials.outer = 1;
-  partials.reduced = a.splits;
-  partials.inner = columns;
-  partials.outer_stride = a.splits * columns;
-  partials.reduced_stride = columns;
-  partials.inner_stride = 1;
-  launch_cols<V, Out>(partial, partials, out, r, stream, forced);
+  ColsScratch<Acc> scratch{nullptr, nullptr};
+  at::Tensor partial, graph_owned;
+  if (a.splits > 1) {
+    const int64_t groups = ceil_div(a.splits, a.group);
+    const int64_t rows = a.splits + (groups > 1 ? groups : 0);
+    partial = at::empty({rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+    scratch.counters = zeroed_counters(g.outer * tiles * (groups + (groups > 1 ? 1 : 0)), xt, stream, graph_owned);
+  }
+  const int64_t grid = grid_for(a.splits * g.outer * tiles);
+  kernel<<<grid, dim3(l.bx, l.by), l.bx * l.by * smem_per_thread, stream>>>(x, out, a, scratch, r);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 //                             and resets the row's counter. One launch, no memset.
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
-//                             split the reduced dim.
+//                             split the reduced dim, and blocks split it further when the
+//                             columns are few; their partials are folded in the same launch
+//                             (last block of a group, then last group), in a fixed order.
 //
 // Every reduction visits its elements in an order fixed by the launch shape, which depends only
 // on the problem shape and the device: the result is the same bits on every run.
@@ -290,36 +292,150 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __rest
 
 // ---- Columns -----------------------------------------------------------------------------
 
-// out[(seg * outer + o) * inner + i] = reduce over r in segment seg of
-//                                      x[o * outer_stride + r * reduced_stride + i * inner_stride].
-// With kVec > 1 the launcher guarantees inner_stride == 1 and 16-byte aligned packs.
+// out[o * inner + i] = reduce over r of x[o * outer_stride + r * reduced_stride + i * inner_stride].
+// Work item w = (seg * outer + o) * tiles + tile: rows [seg * chunk, (seg + 1) * chunk) of the
+// tile's blockDim.x * kVec columns. With splits > 1 the segments' partials meet in one launch:
+// the last segment of each group of `group` to finish folds the group's partials, and with more
+// than one group the last group folds the groups' results (two levels, so that no block reads
+// more than ~group rows of partials: one block folding 1056 rows of 128 partials took longer
+// than the pass over the input, H200). With kVec > 1 the launcher guarantees inner_stride == 1
+// and 16-byte aligned packs in x, and out aligned to kVec elements.
 struct ColsArgs {
   int64_t outer, reduced, inner;
   int64_t outer_stride, reduced_stride, inner_stride;
   int64_t splits, chunk;  // the reduced dim is cut into `splits` segments of `chunk` rows
+  int64_t group;          // segments per first-level fold; groups = ceil(splits / group)
 };
+
+// Scratch of a split column reduction: partials [splits][outer * inner] then the groups'
+// [groups][outer * inner], in the reducer's Acc; counters [outer * tiles][groups] then, with
+// more than one group, [outer * tiles]. The counters are zero when the kernel starts and again
+// when it ends.
+template <typename Acc>
+struct ColsScratch {
+  Acc* partial;
+  unsigned* counters;
+};
+
+// Rows of threads fold their kVec columns: on return thread row 0 holds the block's fold of
+// `acc` (rows in order 0, 1, ...). Every thread must call it; `smem` holds blockDim.x * blockDim.y
+// * kVec values.
+template <typename R, int kVec>
+__device__ __forceinline__ void fold_thread_rows(typename R::Acc (&acc)[kVec], typename R::Acc* smem, const R& r) {
+  typename R::Acc* mine = smem + (threadIdx.y * blockDim.x + threadIdx.x) * kVec;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
+  __syncthreads();
+  if (threadIdx.y == 0) {
+    for (int y = 1; y < blockDim.y; ++y) {
+      const typename R::Acc* theirs = smem + (y * blockDim.x + threadIdx.x) * kVec;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
+    }
+  }
+  __syncthreads();  // smem is rewritten by the next call
+}
+
+// A thread's kVec partials of one row, moved as 16-byte words where they fill whole ones (the
+// launcher's vectorized layout keeps them 16-byte aligned), else value by value; loads go
+// through L2 only (other blocks wrote them during this launch).
+template <typename Acc, int kVec>
+struct PartialRun {
+  static constexpr bool kWords = kVec * sizeof(Acc) % 16 == 0;
+  static constexpr int kCount = kWords ? kVec * sizeof(Acc) / 16 : kVec;
+  using Word = std::conditional_t<kWords, uint4, Acc>;
+  __device__ static void load(const Acc* src, Acc (&v)[kVec]) {
+    Word w[kCount];
+#pragma unroll
+    for (int c = 0; c < kCount; ++c) w[c] = load_cg(reinterpret_cast<const Word*>(src) + c);
+    memcpy(v, w, sizeof(v));
+  }
+  __device__ static void store(Acc* dst, const Acc (&v)[kVec]) {
+    Word w[kCount];
+    memcpy(w, v, sizeof(v));
+#pragma unroll
+    for (int c = 0; c < kCount; ++c) reinterpret_cast<Word*>(dst)[c] = w[c];
+  }
+};
+
+// This thread's kVec columns of rows [0, n) of `rows` (row stride `stride`), rows threadIdx.y,
+// threadIdx.y + blockDim.y, ... folded in order, two rows' loads in flight at a time.
+template <typename R, int kVec>
+__device__ __forceinline__ void fold_partial_rows(const typename R::Acc* rows, int64_t n, int64_t stride,
+                                                  typename R::Acc (&acc)[kVec], const R& r) {
+  using Acc = typename R::Acc;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
+  for (int64_t j = threadIdx.y; j < n; j += 2 * blockDim.y) {
+    Acc v[2][kVec];
+    PartialRun<Acc, kVec>::load(rows + j * stride, v[0]);
+    const bool second = j + blockDim.y < n;
+    if (second) PartialRun<Acc, kVec>::load(rows + (j + blockDim.y) * stride, v[1]);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], v[0][k]);
+    if (second) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], v[1][k]);
+    }
+  }
+}
+
+// Publishes thread row 0's kVec values at `dst` and counts this block's arrival at `counter`:
+// true in every thread of the block whose arrival is the `expected`-th (the last), which then
+// sees every partial the others published and resets the counter.
+template <typename Acc, int kVec>
+__device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
+                                                   unsigned* counter, unsigned expected, bool* last) {
+  if (threadIdx.y == 0 && in_range) {
+    PartialRun<Acc, kVec>::store(dst, acc);
+    __threadfence();  // the partial is visible device-wide before the arrival is counted
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    *last = atomicAdd(counter, 1u) == expected - 1;
+    if (*last) *counter = 0u;  // every arrival is in: ready for the next launch
+  }
+  __syncthreads();
+  const bool is_last = *last;
+  if (is_last) __threadfence();
+  return is_last;
+}
+
+template <typename Out, typename R, int kVec>
+__device__ __forceinline__ void store_columns(Out* dst, const typename R::Acc (&acc)[kVec], const R& r) {
+  Pack<Out, kVec> o;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) o.v[k] = static_cast<Out>(r.finish(acc[k]));
+  *reinterpret_cast<Pack<Out, kVec>*>(dst) = o;
+}
 
 // Block: blockDim.x threads across columns (kVec each), blockDim.y across the reduced dim.
 template <typename In, typename Out, typename R, int kVec>
-__global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, ColsArgs a, R r) {
+__global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, ColsArgs a,
+                                   ColsScratch<typename R::Acc> scratch, R r) {
   using Acc = typename R::Acc;
   using V = typename R::Value;
   // 4 rows of 16-byte loads in flight per thread; 8 held more registers and lost blocks
   // (H200: 65536 x 1024 float32 over dim 0 fell from 73% to 63% of copy).
   constexpr int kUnroll = 4;
+  static_assert(kUnroll == 4, "the pairwise fold below takes 4 rows");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  Acc* partial = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
+  Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
+  __shared__ bool last;
   const int64_t tile_cols = static_cast<int64_t>(blockDim.x) * kVec;
   const int64_t tiles = (a.inner + tile_cols - 1) / tile_cols;
   const int64_t items = a.splits * a.outer * tiles;
+  const int64_t groups = (a.splits + a.group - 1) / a.group;
+  const int64_t columns = a.outer * a.inner;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const int64_t seg = w / (a.outer * tiles), o = (w / tiles) % a.outer, tile = w % tiles;
     const int64_t i = tile * tile_cols + threadIdx.x * kVec;
+    const bool in_range = i < a.inner;
     const int64_t r0 = seg * a.chunk, r1 = (a.reduced - r0 < a.chunk) ? a.reduced : r0 + a.chunk;
     Acc acc[kVec];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
-    if (i < a.inner) {
+    if (in_range) {
       const In* base = x + o * a.outer_stride + i * a.inner_stride;
       int64_t row = r0 + threadIdx.y;
       const int64_t step = blockDim.y;
@@ -330,36 +446,64 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u)
             v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
+          // The kUnroll rows of each column pairwise, then one step of the reducer: a
+          // compensated sum pays its error-free addition once per 4 rows (as the row kernels
+          // once per pack), which took bfloat16's column sums off the ALU bound.
 #pragma unroll
-          for (int u = 0; u < kUnroll; ++u)
+          for (int k = 0; k < kVec; ++k) {
+            const V s01 = r.reduce(static_cast<V>(v[0].v[k]), static_cast<V>(v[1].v[k]));
+            const V s23 = r.reduce(static_cast<V>(v[2].v[k]), static_cast<V>(v[3].v[k]));
+            acc[k] = r.add(acc[k], r.reduce(s01, s23));
+          }
+        }
+        // Fewer than kUnroll rows are left: their loads go out together too.
+        P v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (row + u * step < r1) v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (row + u * step < r1) {
 #pragma unroll
             for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], static_cast<V>(v[u].v[k]));
-        }
-        for (; row < r1; row += step) {
-          const P v = *reinterpret_cast<const P*>(base + row * a.reduced_stride);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], static_cast<V>(v.v[k]));
+          }
         }
       } else {
         for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));
       }
     }
-    // Combine the blockDim.y partials of each column in a fixed order.
-    Acc* mine = partial + (threadIdx.y * blockDim.x + threadIdx.x) * kVec;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
-    __syncthreads();
-    if (threadIdx.y == 0 && i < a.inner) {
-      for (int y = 1; y < blockDim.y; ++y) {
-        const Acc* theirs = partial + (y * blockDim.x + threadIdx.x) * kVec;
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
+    fold_thread_rows(acc, smem, r);
+    const int64_t col = o * a.inner + i;  // this thread's first column in out and the partials
+    if (a.splits > 1) {
+      // First level: the last of the group's segments to arrive folds the group.
+      const int64_t tile_id = o * tiles + tile, g = seg / a.group;
+      const int64_t members = (a.splits - g * a.group < a.group) ? a.splits - g * a.group : a.group;
+      if (!publish_and_arrive(acc, scratch.partial + seg * columns + col, in_range,
+                              scratch.counters + tile_id * groups + g, static_cast<unsigned>(members), &last)) {
+        continue;
       }
-      Out* dst = out + (seg * a.outer + o) * a.inner + i;
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) dst[k] = static_cast<Out>(r.finish(acc[k]));
+      if (in_range) fold_partial_rows(scratch.partial + g * a.group * columns + col, members, columns, acc, r);
+      fold_thread_rows(acc, smem, r);
+      if (groups > 1) {
+        // Second level: the last group to finish folds the groups' results.
+        Acc* group_partial = scratch.partial + a.splits * columns;
+        if (!publish_and_arrive(acc, group_partial + g * columns + col, in_range,
+                                scratch.counters + a.outer * tiles * groups + tile_id, static_cast<unsigned>(groups),
+                                &last)) {
+          continue;
+        }
+        if (in_range) fold_partial_rows(group_partial + col, groups, columns, acc, r);
+        fold_thread_rows(acc, smem, r);
+      }
     }
-    __syncthreads();
+    if (threadIdx.y == 0 && in_range) {
+      if constexpr (kVec > 1) {
+        store_columns<Out>(out + col, acc, r);
+      } else {
+        out[col] = static_cast<Out>(r.finish(acc[0]));
+      }
+    }
   }
 }
 
