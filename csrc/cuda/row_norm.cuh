@@ -82,6 +82,45 @@ __device__ __forceinline__ void store_pack(Out* p, const Acc (&v)[kVec]) {
   *reinterpret_cast<Pack<Out, kVec>*>(p) = pk;
 }
 
+// Element k of a pack of kVec In values held as 32-bit words (little-endian: element 0 in the
+// low bits), widened to Acc with bit operations. Packs are kept as words because a half /
+// bfloat16 array lives one element per 32-bit register (twice the registers, and spills).
+template <typename In, typename Acc, int kWords>
+__device__ __forceinline__ Acc widen_element(const uint32_t (&w)[kWords], int k) {
+  if constexpr (std::is_same_v<In, float>) {
+    return static_cast<Acc>(__uint_as_float(w[k]));
+  } else if constexpr (std::is_same_v<In, double>) {
+    return static_cast<Acc>(__hiloint2double(static_cast<int>(w[2 * k + 1]), static_cast<int>(w[2 * k])));
+  } else if constexpr (std::is_same_v<In, c10::BFloat16>) {
+    return static_cast<Acc>(__uint_as_float(k % 2 ? w[k / 2] & 0xffff0000u : w[k / 2] << 16));
+  } else {
+    static_assert(std::is_same_v<In, c10::Half>, "float, double, half or bfloat16");
+    return static_cast<Acc>(__half2float(__ushort_as_half(static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2))))));
+  }
+}
+
+// One pack of kVec In values (8 or 16 bytes) as 32-bit words.
+template <typename In, int kVec>
+struct PackWords {
+  static_assert(kVec * sizeof(In) % 4 == 0, "whole 32-bit words");
+  static constexpr int kWords = kVec * sizeof(In) / 4;
+  uint32_t w[kWords];
+  __device__ __forceinline__ void load(const In* p) {
+    const Pack<uint32_t, kWords> pk = *reinterpret_cast<const Pack<uint32_t, kWords>*>(p);
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) w[i] = pk.v[i];
+  }
+  template <typename Acc>
+  __device__ __forceinline__ Acc get(int k) const { return widen_element<In, Acc, kWords>(w, k); }
+};
+
+// Packs per thread of each row up to which the warp kernels (this file's and
+// softmax_backward.cuh's) and, where the launcher asks, the block-per-row register kernel load
+// their next row while they reduce and write the current one, so that loads stay in flight
+// through the reductions' shuffles and barriers: 2 packs (8 registers a row) keep them within
+// the registers that let their blocks fill an SM.
+constexpr int kMaxPrefetchPacks = 2;
+
 // Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
 // the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth>
@@ -91,22 +130,48 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   const int lane = threadIdx.x % kWidth;
   const int64_t groups_per_block = blockDim.x / kWidth;
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
-  for (int64_t row = blockIdx.x * groups_per_block + threadIdx.x / kWidth; row - group_in_warp < g.rows;
-       row += gridDim.x * groups_per_block) {
+  const int64_t row_step = gridDim.x * groups_per_block;
+  // The group's next row is loaded while this one is reduced and written (see kMaxPrefetchPacks).
+  constexpr bool kPrefetch = kPacks <= kMaxPrefetchPacks && kVec * sizeof(In) % 4 == 0;
+  using Ahead = std::conditional_t<kPrefetch, PackWords<In, kVec>, Pack<In, kVec>>;
+  Ahead ahead[kPrefetch ? kPacks : 1];
+  auto load_ahead = [&](int64_t row) {
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+        if (row < g.rows && col < g.cols) ahead[p].load(x + row * g.x_row_stride + col);
+      }
+    }
+  };
+  const int64_t first_row = blockIdx.x * groups_per_block + threadIdx.x / kWidth;
+  load_ahead(first_row);
+  for (int64_t row = first_row; row - group_in_warp < g.rows; row += row_step) {
     const bool row_ok = row < g.rows;
     Acc v[kPacks][kVec];
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+      if (row_ok && col < g.cols) {
+        if constexpr (kPrefetch) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) v[p][k] = ahead[p].template get<Acc>(k);
+        } else {
+          In raw[kVec];
+          load_pack<In, kVec>(x + row * g.x_row_stride + col, raw);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) v[p][k] = static_cast<Acc>(raw[k]);
+        }
+      }
+    }
+    load_ahead(row + row_step);
     Acc m = MaxOp<Acc>::identity();
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
       if (row_ok && col < g.cols) {
-        In raw[kVec];
-        load_pack<In, kVec>(x + row * g.x_row_stride + col, raw);
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          v[p][k] = static_cast<Acc>(raw[k]);
-          m = MaxOp<Acc>()(m, Policy::key(v[p][k]));
-        }
+        for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(v[p][k]));
       }
     }
     m = warp_all_reduce<kWidth>(m, MaxOp<Acc>());
@@ -146,38 +211,6 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   }
 }
 
-// Element k of a pack of kVec In values held as 32-bit words (little-endian: element 0 in the
-// low bits), widened to Acc with bit operations. Packs are kept as words because a half /
-// bfloat16 array lives one element per 32-bit register (twice the registers, and spills).
-template <typename In, typename Acc, int kWords>
-__device__ __forceinline__ Acc widen_element(const uint32_t (&w)[kWords], int k) {
-  if constexpr (std::is_same_v<In, float>) {
-    return static_cast<Acc>(__uint_as_float(w[k]));
-  } else if constexpr (std::is_same_v<In, double>) {
-    return static_cast<Acc>(__hiloint2double(static_cast<int>(w[2 * k + 1]), static_cast<int>(w[2 * k])));
-  } else if constexpr (std::is_same_v<In, c10::BFloat16>) {
-    return static_cast<Acc>(__uint_as_float(k % 2 ? w[k / 2] & 0xffff0000u : w[k / 2] << 16));
-  } else {
-    static_assert(std::is_same_v<In, c10::Half>, "float, double, half or bfloat16");
-    return static_cast<Acc>(__half2float(__ushort_as_half(static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2))))));
-  }
-}
-
-// One pack of kVec In values (8 or 16 bytes) as 32-bit words.
-template <typename In, int kVec>
-struct PackWords {
-  static_assert(kVec * sizeof(In) % 4 == 0, "whole 32-bit words");
-  static constexpr int kWords = kVec * sizeof(In) / 4;
-  uint32_t w[kWords];
-  __device__ __forceinline__ void load(const In* p) {
-    const Pack<uint32_t, kWords> pk = *reinterpret_cast<const Pack<uint32_t, kWords>*>(p);
-#pragma unroll
-    for (int i = 0; i < kWords; ++i) w[i] = pk.v[i];
-  }
-  template <typename Acc>
-  __device__ __forceinline__ Acc get(int k) const { return widen_element<In, Acc, kWords>(w, k); }
-};
-
 // The kPacks packs of kVec elements that one thread holds of a row. Held widened to Acc where
 // that costs at most 32 registers, so softmax keeps exp(x - max) for the writing pass (exp
 // computed once); past that (half / bfloat16 with 8 packs) the raw words stay and exp is computed
@@ -188,13 +221,16 @@ struct RowFragment {
   PackWords<In, kVec> raw[kHoldsAcc ? 1 : kPacks];
   Acc v[kHoldsAcc ? kPacks : 1][kVec];
   __device__ __forceinline__ void load(int p, const In* src) {
+    PackWords<In, kVec> pk;
+    pk.load(src);
+    take(p, pk);
+  }
+  __device__ __forceinline__ void take(int p, const PackWords<In, kVec>& pk) {
     if constexpr (kHoldsAcc) {
-      PackWords<In, kVec> pk;
-      pk.load(src);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) v[p][k] = pk.template get<Acc>(k);
     } else {
-      raw[p].load(src);
+      raw[p] = pk;
     }
   }
   __device__ __forceinline__ Acc get(int p, int k) const {
@@ -232,7 +268,8 @@ struct RowShare {
 // Rows go round the grid in units of C blocks, so every block of a cluster runs the same rows
 // and meets the same cluster barriers; the last barrier keeps each block's shared memory alive
 // until the others have read it.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster>
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
+          bool kPrefetch = false>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                              RowGeometry g, Policy policy) {
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
@@ -242,15 +279,29 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
   const int rank = share.rank, first = share.first;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
   const int packs = static_cast<int>(g.cols / kVec);
+  // kPrefetch: a block per row loads its next row while it reduces and writes this one.
+  static_assert(!kPrefetch || (!kCluster && kPacks <= kMaxPrefetchPacks), "prefetch: few packs, no cluster");
+  PackWords<In, kVec> ahead[kPrefetch ? kPacks : 1];
+  auto load_ahead = [&](int64_t row) {
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int q = first + p * static_cast<int>(blockDim.x);
+      if (row < g.rows && q < packs) ahead[p].load(x + row * g.x_row_stride + q * kVec);
+    }
+  };
+  if constexpr (kPrefetch) load_ahead(share.first_row());
   int parity = 0;
   for (int64_t row = share.first_row(); row < g.rows; row += share.row_step()) {
-    const In* xr = x + row * g.x_row_stride;
     Fragment f;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
-      if (q < packs) f.load(p, xr + q * kVec);
+      if (q < packs) {
+        if constexpr (kPrefetch) f.take(p, ahead[p]);
+        else f.load(p, x + row * g.x_row_stride + q * kVec);
+      }
     }
+    if constexpr (kPrefetch) load_ahead(row + share.row_step());
     Acc m = MaxOp<Acc>::identity();
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {

@@ -29,24 +29,58 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
   const int lane = threadIdx.x % kWidth;
   const int64_t groups_per_block = blockDim.x / kWidth;
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
-  for (int64_t row = blockIdx.x * groups_per_block + threadIdx.x / kWidth; row - group_in_warp < r.rows;
-       row += gridDim.x * groups_per_block) {
+  const int64_t row_step = gridDim.x * groups_per_block;
+  // The group's next rows are loaded while this one is reduced and written (kMaxPrefetchPacks).
+  constexpr bool kPrefetch = kPacks <= kMaxPrefetchPacks && kVec * sizeof(T) % 4 == 0;
+  using Ahead = std::conditional_t<kPrefetch, PackWords<T, kVec>, Pack<T, kVec>>;
+  Ahead g_ahead[kPrefetch ? kPacks : 1], y_ahead[kPrefetch ? kPacks : 1];
+  auto load_ahead = [&](int64_t row) {
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+        if (row < r.rows && col < r.cols) {
+          g_ahead[p].load(grad + row * r.cols + col);
+          y_ahead[p].load(out + row * r.cols + col);
+        }
+      }
+    }
+  };
+  const int64_t first_row = blockIdx.x * groups_per_block + threadIdx.x / kWidth;
+  load_ahead(first_row);
+  for (int64_t row = first_row; row - group_in_warp < r.rows; row += row_step) {
     const bool row_ok = row < r.rows;
     Acc g[kPacks][kVec], y[kPacks][kVec];
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+      if (row_ok && col < r.cols) {
+        if constexpr (kPrefetch) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            g[p][k] = g_ahead[p].template get<Acc>(k);
+            y[p][k] = y_ahead[p].template get<Acc>(k);
+          }
+        } else {
+          T graw[kVec], yraw[kVec];
+          load_pack<T, kVec>(grad + row * r.cols + col, graw);
+          load_pack<T, kVec>(out + row * r.cols + col, yraw);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            g[p][k] = static_cast<Acc>(graw[k]);
+            y[p][k] = static_cast<Acc>(yraw[k]);
+          }
+        }
+      }
+    }
+    load_ahead(row + row_step);
     Acc dot = Acc(0);
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
       if (row_ok && col < r.cols) {
-        T graw[kVec], yraw[kVec];
-        load_pack<T, kVec>(grad + row * r.cols + col, graw);
-        load_pack<T, kVec>(out + row * r.cols + col, yraw);
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          g[p][k] = static_cast<Acc>(graw[k]);
-          y[p][k] = static_cast<Acc>(yraw[k]);
-          dot += g[p][k] * y[p][k];
-        }
+        for (int k = 0; k < kVec; ++k) dot += g[p][k] * y[p][k];
       }
     }
     dot = warp_all_reduce<kWidth>(dot, SumOp<Acc>());
