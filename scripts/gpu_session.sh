@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU-machine session in one command: build for sm_90, then the stages named in $@
-# (smoke, test, sanitize, accuracy, tune, bench), each writing its log under $OUT. Prints a short
-# summary last. TESTS selects test files (default: all), BENCH_ARGS adds bench.py options.
+# (smoke, test, sanitize, accuracy, tune, bench, ab), each writing its log under $OUT. Prints a
+# short summary last. TESTS selects test files (default: all), BENCH_ARGS adds bench.py options.
+# AB_REF names a second source tree (e.g. `git archive` of the base commit) that "ab" builds in
+# place and benchmarks beside this one (AB_ARGS: bench.py options for both runs).
 #   TESTS="tests/test_reduce.py" bash scripts/gpu_session.sh smoke test
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -9,6 +11,10 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/device.txt"
+if [ -n "${AB_REF:-}" ]; then  # the reference builds beside this tree's build
+  (cd "$AB_REF" && MAX_JOBS=8 TORCH_CUDA_ARCH_LIST=9.0 python3 setup.py build_ext --inplace > "$OUT/ab_build.log" 2>&1) &
+  ab_build=$!
+fi
 if ! MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 python3 -m pip install --no-build-isolation --no-deps -e . \
     > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; exit 1
@@ -53,6 +59,16 @@ for stage in "$@"; do
       python3 benchmarks/bench.py --json "$OUT/" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
       summary+=("bench rc=$?")
       tail -80 "$OUT/bench.log" ;;
+    ab)
+      if ! wait "$ab_build"; then tail -20 "$OUT/ab_build.log"; summary+=("ab: reference build failed"); continue; fi
+      PYTHONPATH="$AB_REF/python" python3 -c "import reduce_ops; print('reference:', reduce_ops.__file__)"
+      PYTHONPATH="$AB_REF/python" python3 benchmarks/bench.py --providers reduce_ops --json "$OUT/ab_ref.json" \
+        ${AB_ARGS:-} > "$OUT/ab_ref.log" 2>&1
+      python3 benchmarks/bench.py --providers reduce_ops,${AB_PEERS:-torch.compile} --json "$OUT/ab_new.json" \
+        ${AB_ARGS:-} > "$OUT/ab_new.log" 2>&1
+      python3 benchmarks/compare.py "$OUT/ab_ref.json" "$OUT/ab_new.json" --peer ${AB_PEERS:-torch.compile} \
+        | tee "$OUT/ab.txt" | tail -150
+      summary+=("ab rc=$?") ;;
   esac
 done
 printf '%s\n' "${summary[@]}"
