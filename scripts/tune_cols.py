@@ -55,6 +55,7 @@ def main():
             for shape in shapes:
                 # Compiled afresh for every case, as bench.py does: one function would hit the
                 # recompile limit and fall back to eager.
+                torch._dynamo.reset()
                 theirs = torch.compile(lambda t, f=getattr(torch, op): f(t, 0), dynamic=False, fullgraph=True)
                 x = torch.randn(shape, device="cuda", dtype=dtype)
                 nbytes = x.numel() * x.element_size()
