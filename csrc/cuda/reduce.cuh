@@ -359,23 +359,28 @@ struct PartialRun {
 };
 
 // This thread's kVec columns of rows [0, n) of `rows` (row stride `stride`), rows threadIdx.y,
-// threadIdx.y + blockDim.y, ... folded in order, two rows' loads in flight at a time.
+// threadIdx.y + blockDim.y, ... folded in order; two rows' loads in flight where a row's run is
+// one 16-byte word (longer runs held 16-32 registers more, and the kernel's register count is
+// its largest part's: compensated bfloat16 went from 48 to 72, 3 blocks per SM instead of 5).
 template <typename R, int kVec>
 __device__ __forceinline__ void fold_partial_rows(const typename R::Acc* rows, int64_t n, int64_t stride,
                                                   typename R::Acc (&acc)[kVec], const R& r) {
   using Acc = typename R::Acc;
+  constexpr int kRows = kVec * sizeof(Acc) <= 16 ? 2 : 1;
 #pragma unroll
   for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
-  for (int64_t j = threadIdx.y; j < n; j += 2 * blockDim.y) {
-    Acc v[2][kVec];
-    PartialRun<Acc, kVec>::load(rows + j * stride, v[0]);
-    const bool second = j + blockDim.y < n;
-    if (second) PartialRun<Acc, kVec>::load(rows + (j + blockDim.y) * stride, v[1]);
+  for (int64_t j = threadIdx.y; j < n; j += kRows * blockDim.y) {
+    Acc v[kRows][kVec];
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], v[0][k]);
-    if (second) {
+    for (int u = 0; u < kRows; ++u) {
+      if (j + u * blockDim.y < n) PartialRun<Acc, kVec>::load(rows + (j + u * blockDim.y) * stride, v[u]);
+    }
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], v[1][k]);
+    for (int u = 0; u < kRows; ++u) {
+      if (j + u * blockDim.y < n) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], v[u][k]);
+      }
     }
   }
 }
@@ -456,18 +461,13 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
             acc[k] = r.add(acc[k], r.reduce(s01, s23));
           }
         }
-        // Fewer than kUnroll rows are left: their loads go out together too.
-        P v[kUnroll];
+        // The last segment's odd rows, one at a time (the launcher sizes every other segment in
+        // whole rounds; loading the rest together under predicates took bfloat16 from 48 to 128
+        // registers).
+        for (; row < r1; row += step) {
+          const P v = *reinterpret_cast<const P*>(base + row * a.reduced_stride);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (row + u * step < r1) v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (row + u * step < r1) {
-#pragma unroll
-            for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], static_cast<V>(v[u].v[k]));
-          }
+          for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], static_cast<V>(v.v[k]));
         }
       } else {
         for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));
