@@ -161,6 +161,19 @@ ColsLaunch cols_launch(const ColsArgs& a, int vec) {
   return l;
 }
 
+// What a split column launch's folds need (reduce_cols_kernel's ColsScratch): counters, one per
+// group of segments per tile plus, with several groups, one per tile; rows of partials, one per
+// segment plus, with several groups, one per group.
+struct ColsFold {
+  int64_t counters, partial_rows;
+};
+
+ColsFold cols_fold(const ColsArgs& a, int64_t tiles) {
+  const int64_t groups = ceil_div(a.splits, a.group);
+  const int64_t second_level = groups > 1 ? 1 : 0;
+  return {a.outer * tiles * (groups + second_level), a.splits + second_level * groups};
+}
+
 // Columns: when the kept columns leave SMs idle, the reduced dim is split over blocks, whose
 // partials the same launch folds (reduce_cols_kernel).
 template <typename In, typename Out, typename R>
@@ -208,9 +221,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
       while (split.group * split.group < split.splits) split.group += split_l.by;
     }
     split.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", split.group);
-    const int64_t groups = ceil_div(split.splits, split.group);
-    const int64_t counters = g.outer * split_tiles * (groups + (groups > 1 ? 1 : 0));
-    if (counters <= kMaxCounters) {
+    if (cols_fold(split, split_tiles).counters <= kMaxCounters) {
       a = split;
       l = split_l;
       tiles = split_tiles;
@@ -219,11 +230,10 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   ColsScratch<Acc> scratch{nullptr, nullptr};
   at::Tensor partial, graph_owned;
   if (a.splits > 1) {
-    const int64_t groups = ceil_div(a.splits, a.group);
-    const int64_t rows = a.splits + (groups > 1 ? groups : 0);
-    partial = at::empty({rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+    const ColsFold fold = cols_fold(a, tiles);
+    partial = at::empty({fold.partial_rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
     scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
-    scratch.counters = zeroed_counters(g.outer * tiles * (groups + (groups > 1 ? 1 : 0)), xt, stream, graph_owned);
+    scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
   }
   const int64_t grid = grid_for(a.splits * g.outer * tiles);
   kernel<<<grid, dim3(l.bx, l.by), l.bx * l.by * smem_per_thread, stream>>>(x, out, a, scratch, r);
