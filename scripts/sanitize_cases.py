@@ -28,6 +28,22 @@ def check(name, got, ref, tol):
         bad.append(name)
 
 
+def check_row_ops(tag, rows, cols, dtype, tol):
+    """Softmax, ReduceScale and softmax_backward of one random (rows, cols) input."""
+    x = torch.randn(rows, cols, device=dev, dtype=dtype)
+    if rows >= 3:
+        x[1] = 0.0  # ReduceScale's zero row
+    y = reduce_ops.softmax(x, -1)
+    check(f"softmax {tag}", y, torch.softmax(x.double(), -1), tol)
+    out, scale = reduce_ops.reduce_scale(x)
+    ref_scale = x.double().abs().amax(-1, keepdim=True)
+    ref_out = torch.where(ref_scale == 0, torch.zeros_like(ref_scale), x.double() / ref_scale)
+    check(f"reduce_scale {tag}", out, ref_out, tol)
+    g = torch.randn_like(y)
+    ref = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64)
+    check(f"softmax_backward {tag}", reduce_ops.softmax_backward(g, y, -1), ref, tol)
+
+
 for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
     # Reductions: group rows (4..32 lanes), block rows, split rows (few long rows, whole tensor),
     # columns with and without a split, strided rows, an unaligned start.
@@ -55,20 +71,17 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         else:
             os.environ["REDUCE_OPS_STRATEGY"] = strategy
         for rows, cols in [(33, 7), (33, 40), (33, 300), (9, 2000), (4, 9000), (3, 9001), (2, 40000), (3, 70000)]:
-            x = torch.randn(rows, cols, device=dev, dtype=dtype)
-            if rows >= 3:
-                x[1] = 0.0  # ReduceScale's zero row
-            y = reduce_ops.softmax(x, -1)
-            tag = f"{strategy or 'auto'} {dtype} {rows}x{cols}"
-            check(f"softmax {tag}", y, torch.softmax(x.double(), -1), tol)
-            out, scale = reduce_ops.reduce_scale(x)
-            ref_scale = x.double().abs().amax(-1, keepdim=True)
-            ref_out = torch.where(ref_scale == 0, torch.zeros_like(ref_scale), x.double() / ref_scale)
-            check(f"reduce_scale {tag}", out, ref_out, tol)
-            g = torch.randn_like(y)
-            ref = torch.ops.aten._softmax_backward_data(g.double(), y.double(), -1, torch.float64)
-            check(f"softmax_backward {tag}", reduce_ops.softmax_backward(g, y, -1), ref, tol)
-    os.environ.pop("REDUCE_OPS_STRATEGY", None)
+            check_row_ops(f"{strategy or 'auto'} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+    # The register kernels' next row (REDUCE_OPS_AHEAD) with several rows per block (one wave of
+    # 256-thread blocks) or per cluster (of 4 or 8 blocks).
+    os.environ["REDUCE_OPS_ROW_WAVES"] = "1"
+    for ahead in ("registers", "shared"):
+        os.environ["REDUCE_OPS_AHEAD"] = ahead
+        for strategy, rows, cols in [("block", 1200, 2000), ("cluster", 40, 70000)]:
+            os.environ["REDUCE_OPS_STRATEGY"] = strategy
+            check_row_ops(f"{strategy} ahead={ahead} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+    for var in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_STRATEGY"):
+        os.environ.pop(var, None)
     x = torch.randn(6, 50, 9, device=dev, dtype=dtype)
     check(f"softmax inner {dtype}", reduce_ops.softmax(x, 1), torch.softmax(x.double(), 1), tol)
     xo = torch.randn(16 * 301 + 1, device=dev, dtype=dtype)[1:].view(16, 301)

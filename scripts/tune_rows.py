@@ -76,12 +76,13 @@ def main():
     parser.add_argument("--shapes", help="comma list of ROWSxCOLS to time (default: all six)")
     parser.add_argument("--ops", help=f"comma list from {','.join(OPS)} (default: all)")
     parser.add_argument("--strategies", help=f"comma list from {','.join(STRATEGIES)} (default: all)")
-    parser.add_argument("--variant", metavar="VAR=VALUE",
-                        help="also time the automatic choice with this environment variable set "
-                             "(a developer knob, e.g. REDUCE_OPS_PREFETCH=off), in column 'VAR=VALUE'")
+    parser.add_argument("--variant", metavar="VAR=VALUE[,VAR=VALUE]", action="append", default=[],
+                        help="also time the automatic choice with these environment variables set "
+                             "(developer knobs, e.g. REDUCE_OPS_AHEAD=none), in a column of that name; "
+                             "repeat for more columns")
     args = parser.parse_args()
-    strategies = args.strategies.split(",") if args.strategies else STRATEGIES
-    variant = tuple(args.variant.split("=", 1)) if args.variant else None
+    strategies = [s for s in args.strategies.split(",") if s] if args.strategies is not None else STRATEGIES
+    variants = {name: [tuple(kv.split("=", 1)) for kv in name.split(",")] for name in args.variant}
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     ops = args.ops.split(",") if args.ops else OPS
     if not torch.cuda.is_available():
@@ -97,7 +98,7 @@ def main():
     copy_gbps = 2 * a.numel() * a.element_size() / bench_us(lambda: b.copy_(a)) / 1e3
     del a, b
     print(f"{props.name}   torch {torch.__version__}   copy {copy_gbps:.0f} GB/s")
-    columns = ["auto"] + strategies + (["=".join(variant)] if variant else [])
+    columns = ["auto"] + strategies + list(variants)
     header = f"{'op':<17}{'dtype':<9}{'shape':<16}" + "".join(f"{c[-15:]:>16}" for c in columns)
     print(header)
     rows = []
@@ -109,22 +110,23 @@ def main():
                 set_strategy(None)
                 reference = first(fn()).float()
                 cells = []
-                for strategy in [None] + strategies + (["variant"] if variant else []):
-                    if strategy not in (None, "variant") and strategy not in runnable(op, shape[-1], dtype, props):
+                for strategy in [None] + strategies + list(variants):
+                    knobs = variants.get(strategy, [])
+                    if strategy is not None and not knobs and strategy not in runnable(op, shape[-1], dtype, props):
                         cells.append(f"{'-':>16}")
                         continue
-                    set_strategy(None if strategy == "variant" else strategy)
-                    if strategy == "variant":
-                        os.environ[variant[0]] = variant[1]
+                    set_strategy(None if knobs else strategy)
+                    os.environ.update(dict(knobs))
                     got = first(fn()).float()
                     ok = bool(torch.allclose(got, reference, rtol=2e-2, atol=1e-6, equal_nan=True))
                     del got
                     us = bench_us(fn)
                     gbps = nbytes / us / 1e3
                     pct = 100 * gbps / copy_gbps
-                    if strategy == "variant":
-                        os.environ.pop(variant[0])
-                        strategy = "auto " + "=".join(variant)
+                    for var, _ in knobs:
+                        os.environ.pop(var)
+                    if knobs:
+                        strategy = "auto " + strategy
                     rows.append(dict(op=op, shape=list(shape), dtype=dtype_name, strategy=strategy or "auto",
                                      us=round(us, 3), bytes=nbytes, GBps=round(gbps, 1),
                                      pct_copy=round(pct, 1), ok=ok))

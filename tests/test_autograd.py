@@ -155,6 +155,22 @@ def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, row
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
 
 
+# Several rows per block (one wave of blocks, REDUCE_OPS_ROW_WAVES=1) or per cluster: 2 and 4
+# packs per thread of a block, clusters of 4 to 16 blocks, a NaN row among finite ones.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("strategy,rows,cols", [("block", 1500, 1000), ("block", 300, 4096), ("block", 150, 16384),
+                                                ("cluster", 70, 70000), ("cluster", 20, 1 << 18)], ids=str)
+def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, strategy, rows, cols):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    x = make_input((rows, cols), dtype, "cuda")
+    x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
+
+
 def test_softmax_backward_rejects_mismatched_operands(device):
     g = make_input((3, 4), torch.float32, device)
     with pytest.raises(RuntimeError, match="softmax_backward"):

@@ -394,3 +394,22 @@ def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
             assert scale[4].item() == torch.tensor(eps, dtype=accumulate_dtype(dtype)).item()
             assert (out[1] == 0).all()
         check_reduce_scale_(x.clone(), eps=1e-3)
+
+
+# See test_softmax.py: the register kernels' next row (REDUCE_OPS_AHEAD), several rows per block
+# or cluster; rows of special values (zero, NaN, -inf, tiny, huge) among them.
+AHEAD_CASES = [("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
+               ("cluster", (70, 70000)), ("cluster", (20, 1 << 18))]
+
+
+@requires_cuda
+@pytest.mark.parametrize("ahead", ["none", "registers", "shared"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("strategy,shape", AHEAD_CASES, ids=str)
+def test_reduce_scale_register_kernels_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)
+    monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    x = special_rows(make_input(shape, dtype, "cuda"), dtype)
+    check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone())  # in place: the next row is read while this one is written

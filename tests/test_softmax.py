@@ -343,3 +343,26 @@ def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
     base = make_input((600, 2056), torch.float32, "cuda")
     check_softmax(base[:, 8:2056], -1)
     check_softmax(make_input((5000, 1024), torch.bfloat16, "cuda"), -1)
+
+
+# The register kernels load each block's (or cluster's) next row while they reduce and write the
+# current one (REDUCE_OPS_AHEAD: not at all, into registers, or into shared memory by cp.async).
+# One wave of blocks (REDUCE_OPS_ROW_WAVES=1) and more rows than clusters make every block run
+# several rows, so the next row really is a different one; the last row loads nothing ahead.
+# Shapes: 2, 4 and 8 packs per thread of a block; clusters of 4 / 8 blocks (70000) and, for
+# float32, 16 (2^18).
+AHEAD_CASES = [("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
+               ("cluster", (70, 70000)), ("cluster", (20, 1 << 18))]
+
+
+@requires_cuda
+@pytest.mark.parametrize("ahead", ["none", "registers", "shared"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("strategy,shape", AHEAD_CASES, ids=str)
+def test_softmax_register_kernels_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)
+    monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
+    if dtype == torch.bfloat16:
+        check_softmax(make_input(shape, dtype, "cuda"), -1, dtype=torch.float32)

@@ -34,6 +34,11 @@ using Int = std::integral_constant<int, N>;
 //                               (launchers ignore names that are not theirs);
 //   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs);
 //   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster path tries that cluster size only;
+//   REDUCE_OPS_AHEAD=none|registers|shared
+//                               how the forward row register kernels load their next row,
+//                               where they can (softmax.cu);
+//   REDUCE_OPS_ROW_WAVES=<n>    the block-per-row register kernels' grid, in waves of resident
+//                               blocks (softmax.cu);
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
 //                               the column reduction's split sizing and first-level fold
 //                               (scripts/tune_cols.py).

@@ -133,6 +133,60 @@ struct ScaleDivider {
   }
 };
 
+// Bulk copies into shared memory (Hopper's TMA, sm_90+) completing on an mbarrier. These helpers
+// compile on every target; below sm_90 they trap, and the launchers never ask for them there.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// One thread readies `bar` for one arrival per phase; the block must pass a barrier before
+// anyone waits on it.
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(shared_address(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// The one arrival of `bar`'s current phase, which then also waits for `bytes` of bulk copies
+// (0: the phase completes now), and the copy of `bytes` (a multiple of 16, both addresses
+// 16-byte aligned) from global `src` to shared `dst`. The caller's thread issues it after a block
+// barrier that follows every thread's last read of `dst` (as CUTLASS's TMA pipelines order a
+// stage's reads before its refill: by a barrier, no proxy fence, whose wait for the thread's
+// outstanding stores stalled the whole block: H200, 1024 x 262144 softmax).
+__device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+  if (bytes > 0) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     shared_address(dst)),
+                 "l"(src), "r"(bytes), "r"(shared_address(bar))
+                 : "memory");
+  }
+#else
+  __trap();
+#endif
+}
+
+// Waits until `bar` completes the phase of parity `phase` (0 for its first phase, then 1, 0...).
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned phase) {
+#if __CUDA_ARCH__ >= 900
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(shared_address(bar)), "r"(phase)
+        : "memory");
+  } while (!done);
+#else
+  __trap();
+#endif
+}
+
 // Thread block clusters (sm_90 and later). These helpers compile on every target; below sm_90
 // they trap, and the launchers never pick a cluster kernel there (compute capability < 9).
 __device__ __forceinline__ unsigned cluster_blocks() {
@@ -171,12 +225,21 @@ __device__ __forceinline__ void cluster_sync() {
 // The slot is written before the barrier and read after it; the caller must not write it again
 // until every block has passed its next cluster barrier (alternate two slots if it calls this
 // once per iteration).
+// Only the slot writer's warp arrives with release semantics; the other warps arrive relaxed, so
+// their arrivals do not wait for their outstanding global stores (a full cluster.sync() makes
+// every thread's arrival wait for them). The branch is warp-uniform: the arrivals are .aligned.
 template <typename Acc, typename Op>
 __device__ __forceinline__ Acc cluster_all_reduce(Acc block_value, Acc* slot, Op op) {
 #if __CUDA_ARCH__ >= 900
   auto cluster = cooperative_groups::this_cluster();
-  if (threadIdx.x == 0) *slot = block_value;
-  cluster.sync();
+  if (threadIdx.x < kWarpSize) {
+    if (threadIdx.x == 0) *slot = block_value;
+    __syncwarp();
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  } else {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  }
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
   const unsigned lane = threadIdx.x % kWarpSize;
   Acc v = lane < cluster.num_blocks() ? *cluster.map_shared_rank(slot, static_cast<int>(lane)) : Op::identity();
   return warp_all_reduce<kWarpSize>(v, op);

@@ -116,10 +116,81 @@ struct PackWords {
 
 // Packs per thread of each row up to which the warp kernels (this file's and
 // softmax_backward.cuh's) and, where the launcher asks, the block-per-row register kernel load
-// their next row while they reduce and write the current one, so that loads stay in flight
-// through the reductions' shuffles and barriers: 2 packs (8 registers a row) keep them within
-// the registers that let their blocks fill an SM.
+// their next row into registers (Ahead::kRegisters): 2 packs (8 registers a row) keep them
+// within the registers that let their blocks fill an SM.
 constexpr int kMaxPrefetchPacks = 2;
+
+// Where a register kernel's thread puts its next row while it reduces and writes the current
+// one, so that loads stay in flight through the reductions' shuffles and barriers:
+//   kNone       nowhere: the row is loaded when its turn comes;
+//   kRegisters  kPacks more packs of registers (kPacks <= kMaxPrefetchPacks);
+//   kShared     the block's dynamic shared memory, by one bulk copy of the block's share of the
+//               row (sm_90+, 16-byte packs): kPacks x blockDim.x packs of shared memory and no
+//               registers, so it serves kernels whose registers are full (1024 threads x 8
+//               packs). (Per-thread cp.async copies were tried first: slower than plain loads,
+//               H200 1024 x 262144 float32 ReduceScale 83% -> 72% of copy.)
+enum class Ahead { kNone, kRegisters, kShared };
+
+// One thread's next row: packs first + p * step (p < kPacks) of it, those below `packs`.
+// load(row) starts the loads (row == nullptr past the last row: nothing); wait() then take(p)
+// give them back. Under kShared the block's packs [first - t, first - t + kPacks * blockDim.x)
+// (thread t; step == blockDim.x, as the register kernels lay rows out) are one contiguous run,
+// copied as is to `stage`, so thread t's pack p is at slot p * blockDim.x + t; thread 0 issues
+// the copy, which completes on the mbarrier `arrival` (init() readies it, every thread calls
+// it before the first load). Every thread must call load(), wait() and take() for the same rows,
+// and under kShared load() after a block barrier that follows its last take() of the row before.
+template <typename In, int kVec, int kPacks, Ahead kMode>
+struct NextRow {
+  using Words = std::conditional_t<kMode == Ahead::kNone, char, PackWords<In, kVec>>;
+  static constexpr int kPackBytes = kVec * sizeof(In);
+  static_assert(kMode == Ahead::kNone || kPackBytes % 4 == 0, "packs of whole 32-bit words");
+  static_assert(kMode != Ahead::kRegisters || kPacks <= kMaxPrefetchPacks, "registers: few packs");
+  static_assert(kMode != Ahead::kShared || kPackBytes == 16, "bulk copies: 16-byte packs");
+  int first, step, packs;
+  In* stage;           // kShared: kPacks x blockDim.x packs of dynamic shared memory
+  uint64_t* arrival;   // kShared: a __shared__ mbarrier
+  unsigned phase = 0;  // kShared: parity of the arrival phase the next wait() waits for
+  Words regs[kMode == Ahead::kRegisters ? kPacks : 1];
+
+  __device__ __forceinline__ void init() {
+    if constexpr (kMode == Ahead::kShared) {
+      if (threadIdx.x == 0) mbarrier_init(arrival);
+      __syncthreads();
+    }
+  }
+  __device__ __forceinline__ void load(const In* row) {
+    if (row == nullptr) return;
+    if constexpr (kMode == Ahead::kRegisters) {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        const int q = first + p * step;
+        if (q < packs) regs[p].load(row + q * kVec);
+      }
+    } else if constexpr (kMode == Ahead::kShared) {
+      if (threadIdx.x == 0) {
+        const int block_first = first;  // thread 0's first pack is the block's
+        const int n = packs - block_first < kPacks * step ? packs - block_first : kPacks * step;
+        bulk_copy_to_shared(stage, row + block_first * kVec, n > 0 ? static_cast<unsigned>(n) * kPackBytes : 0u,
+                            arrival);
+      }
+    }
+  }
+  __device__ __forceinline__ void wait() {
+    if constexpr (kMode == Ahead::kShared) {
+      mbarrier_wait(arrival, phase);
+      phase ^= 1u;
+    }
+  }
+  __device__ __forceinline__ Words take(int p) const {
+    if constexpr (kMode == Ahead::kShared) {
+      Words w;
+      w.load(stage + (p * step + static_cast<int>(threadIdx.x)) * kVec);
+      return w;
+    } else {
+      return regs[kMode == Ahead::kRegisters ? p : 0];
+    }
+  }
+};
 
 // Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
 // the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out.
@@ -131,21 +202,12 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   const int64_t groups_per_block = blockDim.x / kWidth;
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
   const int64_t row_step = gridDim.x * groups_per_block;
-  // The group's next row is loaded while this one is reduced and written (see kMaxPrefetchPacks).
-  constexpr bool kPrefetch = kPacks <= kMaxPrefetchPacks && kVec * sizeof(In) % 4 == 0;
-  using Ahead = std::conditional_t<kPrefetch, PackWords<In, kVec>, Pack<In, kVec>>;
-  Ahead ahead[kPrefetch ? kPacks : 1];
-  auto load_ahead = [&](int64_t row) {
-    if constexpr (kPrefetch) {
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-        if (row < g.rows && col < g.cols) ahead[p].load(x + row * g.x_row_stride + col);
-      }
-    }
-  };
+  // The group's next row is loaded into registers while this one is reduced and written.
+  constexpr Ahead kAhead = kPacks <= kMaxPrefetchPacks && kVec * sizeof(In) % 4 == 0 ? Ahead::kRegisters : Ahead::kNone;
+  NextRow<In, kVec, kPacks, kAhead> next{lane, kWidth, static_cast<int>((g.cols + kVec - 1) / kVec), nullptr, nullptr};
+  auto row_ptr = [&](int64_t row) { return row < g.rows ? x + row * g.x_row_stride : nullptr; };
   const int64_t first_row = blockIdx.x * groups_per_block + threadIdx.x / kWidth;
-  load_ahead(first_row);
+  next.load(row_ptr(first_row));
   for (int64_t row = first_row; row - group_in_warp < g.rows; row += row_step) {
     const bool row_ok = row < g.rows;
     Acc v[kPacks][kVec];
@@ -153,9 +215,10 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
       if (row_ok && col < g.cols) {
-        if constexpr (kPrefetch) {
+        if constexpr (kAhead != Ahead::kNone) {
+          const auto w = next.take(p);
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) v[p][k] = ahead[p].template get<Acc>(k);
+          for (int k = 0; k < kVec; ++k) v[p][k] = w.template get<Acc>(k);
         } else {
           In raw[kVec];
           load_pack<In, kVec>(x + row * g.x_row_stride + col, raw);
@@ -164,7 +227,7 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
         }
       }
     }
-    load_ahead(row + row_step);
+    next.load(row_ptr(row + row_step));
     Acc m = MaxOp<Acc>::identity();
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
@@ -210,6 +273,30 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     if (lane == 0) policy.write_stat(row, stat);
   }
 }
+
+// Partial statistics of one segment: its max of key(x) and, for softmax, sum of exp(x - max).
+template <typename Acc>
+struct RowPartial {
+  Acc max, sum;
+};
+
+// Adds a value with its running max to a (max, sum of exp(x - max)) pair (online softmax).
+// A pair whose max is -inf holds only -inf values, whose exp is 0: it is skipped rather than
+// computing -inf - -inf.
+template <typename Acc>
+__device__ __forceinline__ Acc rescaled_sum(Acc sum, Acc max, Acc new_max) {
+  return max == -std::numeric_limits<Acc>::infinity() ? Acc(0) : sum * fast_exp(max - new_max);
+}
+
+// Combines two (max, sum of exp(x - max)) pairs into the pair of their union.
+template <typename Acc>
+struct OnlineSoftmaxOp {
+  __device__ static RowPartial<Acc> identity() { return {MaxOp<Acc>::identity(), Acc(0)}; }
+  __device__ RowPartial<Acc> operator()(const RowPartial<Acc>& a, const RowPartial<Acc>& b) const {
+    const Acc m = MaxOp<Acc>()(a.max, b.max);
+    return {m, rescaled_sum(a.sum, a.max, m) + rescaled_sum(b.sum, b.max, m)};
+  }
+};
 
 // The kPacks packs of kVec elements that one thread holds of a row. Held widened to Acc where
 // that costs at most 32 registers, so softmax keeps exp(x - max) for the writing pass (exp
@@ -269,39 +356,36 @@ struct RowShare {
 // and meets the same cluster barriers; the last barrier keeps each block's shared memory alive
 // until the others have read it.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
-          bool kPrefetch = false>
+          Ahead kAhead = Ahead::kNone>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                              RowGeometry g, Policy policy) {
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
-  // Partials published to the cluster: [max, sum][row parity] (see cluster_all_reduce).
-  __shared__ Acc exchange[2][2];
+  // The block's partial published to the cluster, by row parity (see cluster_all_reduce): its max,
+  // or for softmax its (max, sum of exp(x - max)).
+  __shared__ std::conditional_t<Policy::kNeedsSum, RowPartial<Acc>, Acc> exchange[2];
+  extern __shared__ __align__(16) unsigned char stage_raw[];  // Ahead::kShared: kPacks x blockDim.x packs
+  __shared__ uint64_t arrival;                                 // Ahead::kShared: the copies' mbarrier
   const auto share = RowShare<kCluster>::template of<kPacks>();
   const int rank = share.rank, first = share.first;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
   const int packs = static_cast<int>(g.cols / kVec);
-  // kPrefetch: a block per row loads its next row while it reduces and writes this one.
-  static_assert(!kPrefetch || (!kCluster && kPacks <= kMaxPrefetchPacks), "prefetch: few packs, no cluster");
-  PackWords<In, kVec> ahead[kPrefetch ? kPacks : 1];
-  auto load_ahead = [&](int64_t row) {
-#pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      const int q = first + p * static_cast<int>(blockDim.x);
-      if (row < g.rows && q < packs) ahead[p].load(x + row * g.x_row_stride + q * kVec);
-    }
-  };
-  if constexpr (kPrefetch) load_ahead(share.first_row());
+  NextRow<In, kVec, kPacks, kAhead> next{first, static_cast<int>(blockDim.x), packs, reinterpret_cast<In*>(stage_raw),
+                                         &arrival};
+  auto row_ptr = [&](int64_t row) { return row < g.rows ? x + row * g.x_row_stride : nullptr; };
+  next.init();
+  next.load(row_ptr(share.first_row()));
   int parity = 0;
   for (int64_t row = share.first_row(); row < g.rows; row += share.row_step()) {
     Fragment f;
+    next.wait();
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if (q < packs) {
-        if constexpr (kPrefetch) f.take(p, ahead[p]);
+        if constexpr (kAhead != Ahead::kNone) f.take(p, next.take(p));
         else f.load(p, x + row * g.x_row_stride + q * kVec);
       }
     }
-    if constexpr (kPrefetch) load_ahead(row + share.row_step());
     Acc m = MaxOp<Acc>::identity();
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
@@ -310,10 +394,20 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
         for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(f.get(p, k)));
       }
     }
+    // The next row's loads: into registers as soon as f holds this row's values, into shared
+    // memory once every thread has passed the barrier after its reads (see NextRow).
+    if constexpr (kAhead == Ahead::kRegisters) next.load(row_ptr(row + share.row_step()));
     m = block_all_reduce(m, MaxOp<Acc>());
-    if constexpr (kCluster) m = cluster_all_reduce(m, &exchange[0][parity], MaxOp<Acc>());
-    const Acc stat = policy.stat(m);
-    Acc sum = Acc(0);
+    if constexpr (kAhead == Ahead::kShared) next.load(row_ptr(row + share.row_step()));
+    // A cluster's blocks meet once per row: ReduceScale's blocks on the row max; softmax's on
+    // (max, sum) pairs, each block summing exp(x - its own max) first (online softmax), its
+    // values then rescaled by exp(its max - the row's): one cluster barrier per row instead of
+    // two (each waits for the cluster's slowest block).
+    constexpr bool kOnline = kCluster && Policy::kNeedsSum;
+    if constexpr (kCluster && !kOnline) m = cluster_all_reduce(m, &exchange[parity], MaxOp<Acc>());
+    // A block whose values are all -inf sums exp(x - 0) = 0 rather than exp(-inf - -inf) = NaN.
+    Acc stat = policy.stat(kOnline && m == MaxOp<Acc>::identity() ? Acc(0) : m);
+    Acc sum = Acc(0), rescale = Acc(1);
     if constexpr (Policy::kNeedsSum) {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
@@ -327,7 +421,12 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
         }
       }
       sum = block_all_reduce(sum, SumOp<Acc>());
-      if constexpr (kCluster) sum = cluster_all_reduce(sum, &exchange[1][parity], SumOp<Acc>());
+      if constexpr (kOnline) {
+        const RowPartial<Acc> whole = cluster_all_reduce(RowPartial<Acc>{m, sum}, &exchange[parity], OnlineSoftmaxOp<Acc>());
+        rescale = rescaled_sum(Acc(1), m, whole.max);  // exp(m - row max); 0 for a block of -inf
+        stat = policy.stat(whole.max);
+        sum = whole.sum;
+      }
     }
     const auto finish = policy.finisher(stat, sum);
     Out* yr = y + row * g.y_row_stride;
@@ -338,7 +437,9 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
         Acc o[kVec];
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
-          const Acc t = (Policy::kNeedsSum && Fragment::kHoldsAcc) ? f.get(p, k) : Policy::transform(f.get(p, k), stat);
+          Acc t;
+          if constexpr (Policy::kNeedsSum && Fragment::kHoldsAcc) t = kOnline ? f.get(p, k) * rescale : f.get(p, k);
+          else t = Policy::transform(f.get(p, k), stat);
           o[k] = finish(t);
         }
         store_pack<Out, Acc, kVec>(yr + q * kVec, o);
@@ -410,20 +511,6 @@ __global__ void __launch_bounds__(1024) row_norm_smem_kernel(const In* __restric
 struct SplitArgs {
   int64_t splits, chunk;
 };
-
-// Partial statistics of one segment: its max of key(x) and, for softmax, sum of exp(x - max).
-template <typename Acc>
-struct RowPartial {
-  Acc max, sum;
-};
-
-// Adds a value with its running max to a (max, sum of exp(x - max)) pair (online softmax).
-// A pair whose max is -inf holds only -inf values, whose exp is 0: it is skipped rather than
-// computing -inf - -inf.
-template <typename Acc>
-__device__ __forceinline__ Acc rescaled_sum(Acc sum, Acc max, Acc new_max) {
-  return max == -std::numeric_limits<Acc>::infinity() ? Acc(0) : sum * fast_exp(max - new_max);
-}
 
 template <typename In, typename Acc, typename Policy, int kVec>
 __global__ void row_norm_partial_kernel(const In* __restrict__ x, RowPartial<Acc>* __restrict__ partial,

@@ -49,6 +49,46 @@ inline int warps_of_threads(int64_t packs, int per_thread) {
   return static_cast<int>(ceil_div(ceil_div(packs, per_thread), kWarpSize) * kWarpSize);
 }
 
+template <Ahead kMode>
+using AheadTag = std::integral_constant<Ahead, kMode>;
+
+// Calls run(AheadTag<mode>{}) with the register kernels' way of loading the next row (NextRow,
+// row_norm.cuh): `automatic`, or the mode REDUCE_OPS_AHEAD=none|registers|shared names (a
+// developer knob, for measurement), each where the kernel has it (kRegistersOk; kSharedOk and
+// sm_90+ for the bulk copies), else none.
+template <bool kRegistersOk, bool kSharedOk, typename Run>
+void with_ahead(Ahead automatic, Run run) {
+  Ahead mode = automatic;
+  if (env_equals("REDUCE_OPS_AHEAD", "none")) mode = Ahead::kNone;
+  else if (env_equals("REDUCE_OPS_AHEAD", "shared")) mode = Ahead::kShared;
+  else if (env_equals("REDUCE_OPS_AHEAD", "registers")) mode = Ahead::kRegisters;
+  if constexpr (kSharedOk) {
+    if (mode == Ahead::kShared && props().major >= 9) return run(AheadTag<Ahead::kShared>{});
+  }
+  if constexpr (kRegistersOk) {
+    if (mode == Ahead::kRegisters) return run(AheadTag<Ahead::kRegisters>{});
+  }
+  return run(AheadTag<Ahead::kNone>{});
+}
+
+// Dynamic shared memory of a forward register kernel of `threads` threads holding kPacks packs
+// per thread: its next row's packs under Ahead::kShared, none otherwise.
+template <Ahead kMode, typename In, int kVec, int kPacks>
+int64_t ahead_smem(int threads) {
+  return kMode == Ahead::kShared ? int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(In)) : 0;
+}
+
+// Grid of a block-per-row register kernel over `rows` rows: the blocks loop over rows, loading
+// each next row ahead, so fewer blocks with more rows each keep more loads overlapped.
+// REDUCE_OPS_ROW_WAVES=<n> (a developer knob, for measurement) caps it at n waves of resident
+// blocks; unset, grid_for's cap (4 waves of 256-thread blocks).
+template <typename Kernel>
+int64_t row_kernel_grid(Kernel kernel, int64_t rows, int threads, int64_t smem) {
+  const int64_t waves = env_positive("REDUCE_OPS_ROW_WAVES", 0);
+  if (waves == 0) return grid_for(rows);
+  return std::max<int64_t>(1, std::min(rows, waves * sm_count() * resident_blocks(kernel, threads, static_cast<size_t>(smem))));
+}
+
 // A row of `cols` elements long enough that leaving most SMs idle costs more than the split
 // path's second read: the split path wins when rows x blocks-per-row cannot cover half the SMs.
 // H200, 1024 rows x 262144: the cluster beat the split path for bfloat16 softmax (60% vs 56% of
@@ -58,12 +98,15 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
   return cols >= 2 * kMinSplitChunk && rows * blocks_per_row * 2 < sm_count();
 }
 
-// Launches `kernel` (a register kernel) on clusters of `blocks` blocks of `threads` threads,
-// one row per cluster at a time, as many clusters as the device holds at once (rows loop).
+// Launches `kernel` (a register kernel) on clusters of `blocks` blocks of `threads` threads and
+// `smem` bytes of dynamic shared memory (a function of `threads` for a given kernel, so the
+// memoized occupancy answer stays right), one row per cluster at a time, as many clusters as the device holds at once (rows loop).
 // Returns false, launching nothing, if the device cannot run one such cluster.
 template <typename Kernel, typename... Args>
-bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, cudaStream_t stream, Args... args) {
+bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, int64_t smem, cudaStream_t stream,
+                        Args... args) {
   if (props().major < 9) return false;  // thread block clusters are sm_90+
+  allow_smem(kernel, smem);  // before the occupancy query, which counts it
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = blocks;
@@ -72,7 +115,7 @@ bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, cu
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(blocks);
   config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = static_cast<size_t>(smem);
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;
@@ -145,20 +188,23 @@ template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   if constexpr (kVec > 1) {  // the dispatcher never asks for kVec == 1 (block_fits is false)
     const int64_t packs = g.cols / kVec;
-    auto run = [&](auto packs_tag, auto prefetch_tag) {
+    auto run = [&](auto packs_tag, Ahead automatic) {
       constexpr int kPacks = decltype(packs_tag)::value;
-      row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(prefetch_tag)::value>
-          <<<grid_for(g.rows), warps_of_threads(packs, kPacks), 0, stream>>>(x, y, g, policy);
+      with_ahead<kPacks <= kMaxPrefetchPacks, false>(automatic, [&](auto ahead_tag) {
+        constexpr Ahead kMode = decltype(ahead_tag)::value;
+        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, kMode>;
+        const int threads = warps_of_threads(packs, kPacks);
+        const int64_t smem = ahead_smem<kMode, In, kVec, kPacks>(threads);
+        allow_smem(kernel, smem);
+        kernel<<<row_kernel_grid(kernel, g.rows, threads, smem), threads, smem, stream>>>(x, y, g, policy);
+      });
     };
     // Blocks of 256+ threads load their next row ahead (H200, 16384 x 4096 bfloat16 softmax:
     // 80% -> 86% of copy); 64-thread blocks lost more to their registers than they gained
     // (65536 x 1024 bfloat16 softmax: 80% -> 74%).
-    if (packs <= 2 * kPreferredRegThreads) {
-      if (packs >= 2 * 256) return run(Int<2>{}, std::true_type{});
-      return run(Int<2>{}, std::false_type{});
-    }
-    if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, std::false_type{});
-    return run(Int<kMaxRegPacks<Acc>>{}, std::false_type{});
+    if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone);
+    if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
+    return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
   }
 }
 
@@ -166,9 +212,21 @@ template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                     bool automatic) {
   if constexpr (kVec > 1) {
-    auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kMaxRegPacks<Acc>, true>;
-    return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kMaxRegPacks<Acc>, automatic, [&](int blocks, int threads) {
-      return launch_on_clusters(kernel, g.rows, blocks, threads, stream, x, y, g, policy);
+    constexpr int kPacks = kMaxRegPacks<Acc>;
+    // Softmax clusters bulk-copy their next row into shared memory (H200, 1024 x 262144 float32:
+    // 65% -> 77% of copy, bfloat16 62 -> 64); ReduceScale's gain nothing (float32 82 -> 78,
+    // bfloat16 78 -> 80), nor do block-per-row kernels (4096 x 32768 float32 softmax 95 -> 79:
+    // a block there runs one row) or the backward's clusters (bfloat16 88 -> 81).
+    constexpr Ahead kAutomatic = Policy::kNeedsSum ? Ahead::kShared : Ahead::kNone;
+    return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kPacks, automatic, [&](int blocks, int threads) {
+      bool launched = false;
+      with_ahead<false, kVec * sizeof(In) == 16>(kAutomatic, [&](auto ahead_tag) {
+        constexpr Ahead kMode = decltype(ahead_tag)::value;
+        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, true, kMode>;
+        launched = launch_on_clusters(kernel, g.rows, blocks, threads, ahead_smem<kMode, In, kVec, kPacks>(threads),
+                                      stream, x, y, g, policy);
+      });
+      return launched;
     });
   }
   return false;  // unaligned rows: no cluster kernel (see launch_vec)
@@ -290,8 +348,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     if constexpr (kVec > 1) {
       auto run = [&](auto packs_tag) {
         constexpr int kPacks = decltype(packs_tag)::value;
-        softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false>
-            <<<grid_for(r.rows), warps_of_threads(packs, kPacks), 0, stream>>>(grad, out, gx, r);
+        auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false>;
+        const int threads = warps_of_threads(packs, kPacks);
+        kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r);
       };
       if (packs <= 2 * kPreferredRegThreads) run(Int<2>{});
       else run(Int<kRowPacks>{});
@@ -299,9 +358,10 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   };
   auto cluster = [&](bool automatic) {
     if constexpr (kVec > 1) {
+      // No bulk copy of the next rows here: it lost (H200, 1024 x 262144 bfloat16: 88% -> 81%).
       auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
       return try_cluster_sizes(r.rows, r.cols, packs, kRowPacks, automatic, [&](int blocks, int threads) {
-        return launch_on_clusters(kernel, r.rows, blocks, threads, stream, grad, out, gx, r);
+        return launch_on_clusters(kernel, r.rows, blocks, threads, 0, stream, grad, out, gx, r);
       });
     }
     return false;

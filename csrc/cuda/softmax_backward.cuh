@@ -30,24 +30,17 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
   const int64_t groups_per_block = blockDim.x / kWidth;
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
   const int64_t row_step = gridDim.x * groups_per_block;
-  // The group's next rows are loaded while this one is reduced and written (kMaxPrefetchPacks).
-  constexpr bool kPrefetch = kPacks <= kMaxPrefetchPacks && kVec * sizeof(T) % 4 == 0;
-  using Ahead = std::conditional_t<kPrefetch, PackWords<T, kVec>, Pack<T, kVec>>;
-  Ahead g_ahead[kPrefetch ? kPacks : 1], y_ahead[kPrefetch ? kPacks : 1];
-  auto load_ahead = [&](int64_t row) {
-    if constexpr (kPrefetch) {
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-        if (row < r.rows && col < r.cols) {
-          g_ahead[p].load(grad + row * r.cols + col);
-          y_ahead[p].load(out + row * r.cols + col);
-        }
-      }
-    }
+  // The group's next rows are loaded into registers while this one is reduced and written.
+  constexpr Ahead kAhead = kPacks <= kMaxPrefetchPacks && kVec * sizeof(T) % 4 == 0 ? Ahead::kRegisters : Ahead::kNone;
+  const int packs = static_cast<int>((r.cols + kVec - 1) / kVec);
+  NextRow<T, kVec, kPacks, kAhead> g_next{lane, kWidth, packs, nullptr, nullptr};
+  NextRow<T, kVec, kPacks, kAhead> y_next{lane, kWidth, packs, nullptr, nullptr};
+  auto load_next = [&](int64_t row) {
+    g_next.load(row < r.rows ? grad + row * r.cols : nullptr);
+    y_next.load(row < r.rows ? out + row * r.cols : nullptr);
   };
   const int64_t first_row = blockIdx.x * groups_per_block + threadIdx.x / kWidth;
-  load_ahead(first_row);
+  load_next(first_row);
   for (int64_t row = first_row; row - group_in_warp < r.rows; row += row_step) {
     const bool row_ok = row < r.rows;
     Acc g[kPacks][kVec], y[kPacks][kVec];
@@ -55,11 +48,12 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
       if (row_ok && col < r.cols) {
-        if constexpr (kPrefetch) {
+        if constexpr (kAhead != Ahead::kNone) {
+          const auto gw = g_next.take(p), yw = y_next.take(p);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
-            g[p][k] = g_ahead[p].template get<Acc>(k);
-            y[p][k] = y_ahead[p].template get<Acc>(k);
+            g[p][k] = gw.template get<Acc>(k);
+            y[p][k] = yw.template get<Acc>(k);
           }
         } else {
           T graw[kVec], yraw[kVec];
@@ -73,7 +67,7 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
         }
       }
     }
-    load_ahead(row + row_step);
+    load_next(row + row_step);
     Acc dot = Acc(0);
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
