@@ -417,3 +417,26 @@ def row_count(rows, cols, device):
     if n_rows <= 3:
         n_rows = 5 if device == "cuda" else 2
     return n_rows
+
+
+# The row register kernels with several rows per block (one wave of blocks,
+# REDUCE_OPS_ROW_WAVES=1) or per cluster, under each way of loading the next row
+# (REDUCE_OPS_AHEAD: not at all, into registers, or bulk-copied into shared memory; a kernel
+# without that way loads in turn), so that the next row really is another one. Shapes: 2, 4 and 8
+# packs per thread of a block; clusters of 4 / 8 blocks (70000) and, for float32, 16 (2^18).
+NEXT_ROW_CASES = [("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
+                  ("cluster", (70, 70000)), ("cluster", (20, 1 << 18))]
+
+
+def next_row_cases(test):
+    """Parametrizes `test` over ahead, dtype (float32, bfloat16) and (strategy, shape); CUDA only."""
+    test = pytest.mark.parametrize("strategy,shape", NEXT_ROW_CASES, ids=str)(test)
+    test = pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)(test)
+    test = pytest.mark.parametrize("ahead", ["none", "registers", "shared"])(test)
+    return requires_cuda(test)
+
+
+def force_several_rows_per_block(monkeypatch, strategy, ahead):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)
+    monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")

@@ -18,6 +18,7 @@ from conftest import (
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
+from conftest import force_several_rows_per_block, next_row_cases  # noqa: E402
 from conftest import requires_cuda, row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
@@ -396,20 +397,11 @@ def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
         check_reduce_scale_(x.clone(), eps=1e-3)
 
 
-# See test_softmax.py: the register kernels' next row (REDUCE_OPS_AHEAD), several rows per block
-# or cluster; rows of special values (zero, NaN, -inf, tiny, huge) among them.
-AHEAD_CASES = [("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
-               ("cluster", (70, 70000)), ("cluster", (20, 1 << 18))]
-
-
-@requires_cuda
-@pytest.mark.parametrize("ahead", ["none", "registers", "shared"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("strategy,shape", AHEAD_CASES, ids=str)
+# The register kernels' next row (conftest.next_row_cases), rows of special values (zero, NaN,
+# -inf, tiny, huge) among them, out of place and in place.
+@next_row_cases
 def test_reduce_scale_register_kernels_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
-    monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)
-    monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    force_several_rows_per_block(monkeypatch, strategy, ahead)
     x = special_rows(make_input(shape, dtype, "cuda"), dtype)
     check_reduce_scale(x, eps=1e-3)
     check_reduce_scale_(x.clone())  # in place: the next row is read while this one is written

@@ -17,7 +17,7 @@ from conftest import (
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from conftest import row_count, strided_tensors  # noqa: E402
+from conftest import force_several_rows_per_block, next_row_cases, row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -346,23 +346,10 @@ def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
 
 
 # The register kernels load each block's (or cluster's) next row while they reduce and write the
-# current one (REDUCE_OPS_AHEAD: not at all, into registers, or into shared memory by cp.async).
-# One wave of blocks (REDUCE_OPS_ROW_WAVES=1) and more rows than clusters make every block run
-# several rows, so the next row really is a different one; the last row loads nothing ahead.
-# Shapes: 2, 4 and 8 packs per thread of a block; clusters of 4 / 8 blocks (70000) and, for
-# float32, 16 (2^18).
-AHEAD_CASES = [("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
-               ("cluster", (70, 70000)), ("cluster", (20, 1 << 18))]
-
-
-@requires_cuda
-@pytest.mark.parametrize("ahead", ["none", "registers", "shared"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("strategy,shape", AHEAD_CASES, ids=str)
+# current one (conftest.next_row_cases); the last row loads nothing ahead.
+@next_row_cases
 def test_softmax_register_kernels_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
-    monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)
-    monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    force_several_rows_per_block(monkeypatch, strategy, ahead)
     check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
     if dtype == torch.bfloat16:
         check_softmax(make_input(shape, dtype, "cuda"), -1, dtype=torch.float32)
