@@ -131,6 +131,11 @@ constexpr int kMaxPrefetchPacks = 2;
 //               H200 1024 x 262144 float32 ReduceScale 83% -> 72% of copy.)
 enum class Ahead { kNone, kRegisters, kShared };
 
+// The warp kernels' choice (this file's and softmax_backward.cuh's): registers where a lane
+// holds few packs of whole 32-bit words, else nothing.
+template <typename In, int kVec, int kPacks>
+constexpr Ahead kWarpAhead = kPacks <= kMaxPrefetchPacks && kVec * sizeof(In) % 4 == 0 ? Ahead::kRegisters : Ahead::kNone;
+
 // One thread's next row: packs first + p * step (p < kPacks) of it, those below `packs`.
 // load(row) starts the loads (row == nullptr past the last row: nothing); wait() then take(p)
 // give them back. Under kShared the block's packs [first - t, first - t + kPacks * blockDim.x)
@@ -203,7 +208,7 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
   const int64_t row_step = gridDim.x * groups_per_block;
   // The group's next row is loaded into registers while this one is reduced and written.
-  constexpr Ahead kAhead = kPacks <= kMaxPrefetchPacks && kVec * sizeof(In) % 4 == 0 ? Ahead::kRegisters : Ahead::kNone;
+  constexpr Ahead kAhead = kWarpAhead<In, kVec, kPacks>;
   NextRow<In, kVec, kPacks, kAhead> next{lane, kWidth, static_cast<int>((g.cols + kVec - 1) / kVec), nullptr, nullptr};
   auto row_ptr = [&](int64_t row) { return row < g.rows ? x + row * g.x_row_stride : nullptr; };
   const int64_t first_row = blockIdx.x * groups_per_block + threadIdx.x / kWidth;

@@ -52,12 +52,12 @@ inline int warps_of_threads(int64_t packs, int per_thread) {
 template <Ahead kMode>
 using AheadTag = std::integral_constant<Ahead, kMode>;
 
-// Calls run(AheadTag<mode>{}) with the register kernels' way of loading the next row (NextRow,
+// Returns run(AheadTag<mode>{}) with the register kernels' way of loading the next row (NextRow,
 // row_norm.cuh): `automatic`, or the mode REDUCE_OPS_AHEAD=none|registers|shared names (a
 // developer knob, for measurement), each where the kernel has it (kRegistersOk; kSharedOk and
 // sm_90+ for the bulk copies), else none.
 template <bool kRegistersOk, bool kSharedOk, typename Run>
-void with_ahead(Ahead automatic, Run run) {
+decltype(auto) with_ahead(Ahead automatic, Run run) {
   Ahead mode = automatic;
   if (env_equals("REDUCE_OPS_AHEAD", "none")) mode = Ahead::kNone;
   else if (env_equals("REDUCE_OPS_AHEAD", "shared")) mode = Ahead::kShared;
@@ -71,17 +71,17 @@ void with_ahead(Ahead automatic, Run run) {
   return run(AheadTag<Ahead::kNone>{});
 }
 
-// Dynamic shared memory of a forward register kernel of `threads` threads holding kPacks packs
+// Dynamic shared memory of a forward cluster kernel of `threads` threads holding kPacks packs
 // per thread: its next row's packs under Ahead::kShared, none otherwise.
 template <Ahead kMode, typename In, int kVec, int kPacks>
 int64_t ahead_smem(int threads) {
   return kMode == Ahead::kShared ? int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(In)) : 0;
 }
 
-// Grid of a block-per-row register kernel over `rows` rows: the blocks loop over rows, loading
-// each next row ahead, so fewer blocks with more rows each keep more loads overlapped.
-// REDUCE_OPS_ROW_WAVES=<n> (a developer knob, for measurement) caps it at n waves of resident
-// blocks; unset, grid_for's cap (4 waves of 256-thread blocks).
+// Grid of a block-per-row register kernel over `rows` rows: grid_for's (at most 4 waves of
+// 256-thread blocks). REDUCE_OPS_ROW_WAVES=<n> (a developer knob: tests use it to make each
+// block run several rows) caps it at n waves of resident blocks instead; 1 or 2 waves were
+// slower (H200, 16384 x 4096 float32 softmax: 92% -> 87% of copy).
 template <typename Kernel>
 int64_t row_kernel_grid(Kernel kernel, int64_t rows, int threads, int64_t smem) {
   const int64_t waves = env_positive("REDUCE_OPS_ROW_WAVES", 0);
@@ -100,7 +100,8 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
 
 // Launches `kernel` (a register kernel) on clusters of `blocks` blocks of `threads` threads and
 // `smem` bytes of dynamic shared memory (a function of `threads` for a given kernel, so the
-// memoized occupancy answer stays right), one row per cluster at a time, as many clusters as the device holds at once (rows loop).
+// memoized occupancy answer stays right), one row per cluster at a time, as many clusters as
+// the device holds at once (rows loop).
 // Returns false, launching nothing, if the device cannot run one such cluster.
 template <typename Kernel, typename... Args>
 bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, int64_t smem, cudaStream_t stream,
@@ -190,13 +191,11 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     const int64_t packs = g.cols / kVec;
     auto run = [&](auto packs_tag, Ahead automatic) {
       constexpr int kPacks = decltype(packs_tag)::value;
+      // Registers or nothing: the bulk copy (Ahead::kShared) lost here (launch_cluster).
       with_ahead<kPacks <= kMaxPrefetchPacks, false>(automatic, [&](auto ahead_tag) {
-        constexpr Ahead kMode = decltype(ahead_tag)::value;
-        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, kMode>;
+        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(ahead_tag)::value>;
         const int threads = warps_of_threads(packs, kPacks);
-        const int64_t smem = ahead_smem<kMode, In, kVec, kPacks>(threads);
-        allow_smem(kernel, smem);
-        kernel<<<row_kernel_grid(kernel, g.rows, threads, smem), threads, smem, stream>>>(x, y, g, policy);
+        kernel<<<row_kernel_grid(kernel, g.rows, threads, 0), threads, 0, stream>>>(x, y, g, policy);
       });
     };
     // Blocks of 256+ threads load their next row ahead (H200, 16384 x 4096 bfloat16 softmax:
@@ -219,14 +218,12 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
     // a block there runs one row) or the backward's clusters (bfloat16 88 -> 81).
     constexpr Ahead kAutomatic = Policy::kNeedsSum ? Ahead::kShared : Ahead::kNone;
     return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kPacks, automatic, [&](int blocks, int threads) {
-      bool launched = false;
-      with_ahead<false, kVec * sizeof(In) == 16>(kAutomatic, [&](auto ahead_tag) {
+      return with_ahead<false, kVec * sizeof(In) == 16>(kAutomatic, [&](auto ahead_tag) {
         constexpr Ahead kMode = decltype(ahead_tag)::value;
         auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, true, kMode>;
-        launched = launch_on_clusters(kernel, g.rows, blocks, threads, ahead_smem<kMode, In, kVec, kPacks>(threads),
-                                      stream, x, y, g, policy);
+        return launch_on_clusters(kernel, g.rows, blocks, threads, ahead_smem<kMode, In, kVec, kPacks>(threads), stream,
+                                  x, y, g, policy);
       });
-      return launched;
     });
   }
   return false;  // unaligned rows: no cluster kernel (see launch_vec)

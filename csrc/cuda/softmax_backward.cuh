@@ -31,7 +31,7 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
   const int64_t row_step = gridDim.x * groups_per_block;
   // The group's next rows are loaded into registers while this one is reduced and written.
-  constexpr Ahead kAhead = kPacks <= kMaxPrefetchPacks && kVec * sizeof(T) % 4 == 0 ? Ahead::kRegisters : Ahead::kNone;
+  constexpr Ahead kAhead = kWarpAhead<T, kVec, kPacks>;
   const int packs = static_cast<int>((r.cols + kVec - 1) / kVec);
   NextRow<T, kVec, kPacks, kAhead> g_next{lane, kWidth, packs, nullptr, nullptr};
   NextRow<T, kVec, kPacks, kAhead> y_next{lane, kWidth, packs, nullptr, nullptr};
