@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU-machine session in one command: build for sm_90, then the stages named in $@
-# (smoke, test, sanitize, accuracy, tune, bench, ab), each writing its log under $OUT. Prints a
+# (smoke, test, sanitize, accuracy, tune, bench, ncu, ab), each writing its log under $OUT. Prints a
 # short summary last. TESTS selects test files (default: all), BENCH_ARGS adds bench.py options.
 # AB_REF names a second source tree (e.g. `git archive` of the base commit) that "ab" builds in
 # place and benchmarks beside this one (AB_ARGS: bench.py options for both runs).
@@ -20,6 +20,13 @@ if ! MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0 python3 -m pip install --no-build-isol
   tail -40 "$OUT/build.log"; exit 1
 fi
 summary=()
+# Peers' wheels (Liger-Kernel, FlagGems) travel in .whl/ when the call carries it.
+install_peers() {
+  if [ -z "${PEERS_INSTALLED:-}" ] && ls .whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:${PYTHONPATH:-} PEERS_INSTALLED=1
+  fi
+}
 for stage in "$@"; do
   case "$stage" in
     smoke)
@@ -51,14 +58,27 @@ for stage in "$@"; do
         tail -70 "$OUT/tune_rows.log"
       fi ;;
     bench)
-      # Peers' wheels (Liger-Kernel, FlagGems) travel in .whl/ when the call carries it.
-      if ls .whl/*.whl > /dev/null 2>&1; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-          --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
-      fi
+      install_peers
       python3 benchmarks/bench.py --json "$OUT/" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
       summary+=("bench rc=$?")
       tail -80 "$OUT/bench.log" ;;
+    ncu)
+      # Nsight Compute over NCU_CASES ("provider op shape dim dtype", ';'-separated: one call of
+      # each, scripts/ncu_case.py), all reports in one file; torch.compile's generated code too.
+      install_peers
+      : > "$OUT/ncu.txt"; : > "$OUT/inductor_code.txt"
+      IFS=';' read -ra cases <<< "${NCU_CASES:-}"
+      for c in "${cases[@]}"; do
+        echo "=== $c" >> "$OUT/ncu.txt"
+        timeout 240 ncu --profile-from-start off --clock-control none ${NCU_ARGS:---section SpeedOfLight \
+          --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+          --section MemoryWorkloadAnalysis} python3 scripts/ncu_case.py $c >> "$OUT/ncu.txt" 2>&1
+        summary+=("ncu $c rc=$?")
+        if [[ "$c" == torch.compile* ]]; then
+          echo "=== $c" >> "$OUT/inductor_code.txt"
+          TORCH_LOGS=output_code python3 scripts/ncu_case.py $c >> "$OUT/inductor_code.txt" 2>&1
+        fi
+      done ;;
     ab)
       if ! wait "$ab_build"; then tail -20 "$OUT/ab_build.log"; summary+=("ab: reference build failed"); continue; fi
       PYTHONPATH="$AB_REF/python" python3 -c "import reduce_ops; print('reference:', reduce_ops.__file__)"

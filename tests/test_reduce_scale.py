@@ -122,12 +122,15 @@ def test_reduce_scale_output_is_within_unit_range(device, dtype):
 
 @pytest.mark.parametrize("cols", [1, 7, 1025, 70000], ids=lambda c: f"cols{c}")
 def test_reduce_scale_zero_row_gives_zero_not_nan(device, dtype, cols):
-    x = make_input((3, cols), dtype, device)
+    x = make_input((4, cols), dtype, device)
     x[1] = 0
     x[2, ::2] = -0.0
     x[2, 1::2] = 0.0
+    x[3] = -0.0
     out, scale = check_reduce_scale(x)
     assert scale[1].item() == 0 and scale[2].item() == 0
+    # +0, as torch's x.abs().amax(): |-0| is +0 (a compare-and-negate absolute value keeps -0)
+    assert not torch.signbit(scale[1:]).any()
     assert (out[1:] == 0).all() and not torch.isnan(out).any()
     y = x.clone()
     scale_ = check_reduce_scale_(y)

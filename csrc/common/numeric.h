@@ -8,6 +8,7 @@
 #include <c10/macros/Macros.h>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace reduce_ops {
 
@@ -17,11 +18,25 @@ struct SumOp {
   C10_HOST_DEVICE Acc operator()(Acc a, Acc b) const { return a + b; }
 };
 
-// NaN-propagating max: if either side is NaN the result is NaN (fmax would drop it).
+// NaN-propagating max: if either side is NaN the result is NaN (fmax would drop it). On sm_80+
+// a float max is one max.NaN instruction instead of a compare, a NaN test and a select: the
+// row kernels take a max per element, and those three instructions per element were most of
+// their issue slots on short bfloat16 rows (ncu, H200: ReduceScale 442368 x 128 issued 0.74
+// instructions per scheduler cycle against DRAM at 63% of peak). The two differ only on the
+// sign of a zero max, which compares equal either way.
 template <typename Acc>
 struct MaxOp {
   static C10_HOST_DEVICE Acc identity() { return -std::numeric_limits<Acc>::infinity(); }
-  C10_HOST_DEVICE Acc operator()(Acc a, Acc b) const { return (a > b || a != a) ? a : b; }
+  C10_HOST_DEVICE Acc operator()(Acc a, Acc b) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (std::is_same_v<Acc, float>) {
+      float m;
+      asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+      return m;
+    }
+#endif
+    return (a > b || a != a) ? a : b;
+  }
 };
 
 // A running reduction of one functor. Sums are compensated (Neumaier): the rounding error of

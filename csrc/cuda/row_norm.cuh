@@ -58,7 +58,7 @@ struct ReduceScalePolicy {
   static constexpr bool kNeedsSum = false;
   Acc eps;
   Acc* scale;  // one per row
-  __device__ static Acc key(Acc x) { return x < Acc(0) ? -x : x; }
+  __device__ static Acc key(Acc x) { return fabs(x); }  // |-0| = +0, as torch's x.abs()
   __device__ Acc stat(Acc absmax) const { return clamp_min_keep_nan(absmax, eps); }
   __device__ static Acc transform(Acc x, Acc) { return x; }
   // x / scale (0 for a zero row) with no division per element: a division is a ~10-instruction

@@ -260,13 +260,13 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   const bool warp_fits = packs <= 32 * kMaxWarpPacks;
   // block: kMaxRegPacks x kMaxRegThreads packs (128 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kMaxRegThreads;
-  // The automatic choice: a warp per row up to 2 packs a lane, a block per row (up to 1024
-  // threads) wherever it fits, clusters only past that. H200 (tune_rows.py): at 65536 x 1024 the
-  // block beat the warp for bfloat16 (79% vs 74% of copy), ReduceScale float32 (90 vs 83) and
-  // the bfloat16 backward (93 vs 75), losing 3 points on float32 softmax; at 4096 x 32768 float32
-  // one 1024-thread block beat a cluster of two 512-thread blocks (softmax 95% vs 85%,
-  // ReduceScale 96 vs 88).
-  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= 2 * kWarpSize);
+  // The automatic choice: a warp per row wherever it fits, a block per row (up to 1024 threads)
+  // wherever that fits, clusters only past that. H200 (tune_rows.py), 65536 x 1024, since the
+  // max became one instruction: warp vs block 95% vs 91% of copy (float32 softmax), 87 vs 86
+  // (bfloat16), ReduceScale 94 vs 91 (float32) and 91 vs 86 (bfloat16); before it the block won
+  // (bfloat16 softmax 79 vs 74). At 4096 x 32768 float32 one 1024-thread block beat a cluster of
+  // two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
+  const bool warp_preferred = warp_fits;
   // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
   const bool smem_fits = g.cols * static_cast<int64_t>(sizeof(In)) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
@@ -320,8 +320,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   const bool warp_fits = packs <= 32 * kRowPacks;
   // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kRowPacks} * kMaxRegThreads;
-  // As the forward: a warp up to 2 packs a lane, then a block wherever it fits, then clusters
-  // (H200, 4096 x 32768 bfloat16: block 99% of copy, a cluster 94%).
+  // A warp up to 2 packs a lane (the block won at 65536 x 1024 on an H200: bfloat16 93% of copy
+  // vs 75%), then a block wherever it fits, then clusters (4096 x 32768 bfloat16: block 99%, a
+  // cluster 94%).
   const bool warp_preferred = warp_fits && (kVec == 1 || packs <= 2 * kWarpSize);
   // smem: both rows fit one block's opt-in shared memory.
   const bool smem_fits = smem <= block_smem_limit();
