@@ -48,7 +48,12 @@ struct SoftmaxPolicy {
   };
   __device__ static Acc key(Acc x) { return x; }
   __device__ Acc stat(Acc max) const { return max; }
-  __device__ static Acc transform(Acc x, Acc max) { return fast_exp(x - max); }
+  // kNormal: the caller knows x - max > -87 (exp_is_normal), so exp needs no subnormal care.
+  template <bool kNormal = false>
+  __device__ static Acc transform(Acc x, Acc max) { return kNormal ? normal_exp(x - max) : fast_exp(x - max); }
+  // Whether exp(x - max) is a normal float for every x in [lo, max] (false for NaN, and for
+  // lo = -inf, whose exp is 0 either way).
+  __device__ static bool exp_is_normal(Acc lo, Acc max) { return max - lo < Acc(87); }
   __device__ static Finish finisher(Acc, Acc sum) { return {Acc(1) / sum}; }
   __device__ void write_stat(int64_t, Acc) const {}
 };
@@ -60,7 +65,9 @@ struct ReduceScalePolicy {
   Acc* scale;  // one per row
   __device__ static Acc key(Acc x) { return fabs(x); }  // |-0| = +0, as torch's x.abs()
   __device__ Acc stat(Acc absmax) const { return clamp_min_keep_nan(absmax, eps); }
+  template <bool kNormal = false>
   __device__ static Acc transform(Acc x, Acc) { return x; }
+  __device__ static bool exp_is_normal(Acc, Acc) { return false; }  // no exp taken
   // x / scale (0 for a zero row) with no division per element: a division is a ~10-instruction
   // subroutine that made ReduceScale compute-bound where softmax is not.
   __device__ static ScaleDivider<Acc> finisher(Acc s, Acc) { return ScaleDivider<Acc>(s); }
@@ -197,6 +204,16 @@ struct NextRow {
   }
 };
 
+// Runs body(std::true_type) where `normal` holds (every exp this thread is about to take is of
+// a normal result: Policy::exp_is_normal over its values' min and the max subtracted), else
+// body(std::false_type); the flag is per thread, so a thread with a wide range of values costs
+// its warp a second pass only when its neighbours' are narrow.
+template <typename Body>
+__device__ __forceinline__ void with_exp_mode(bool normal, Body body) {
+  if (normal) body(std::true_type{});
+  else body(std::false_type{});
+}
+
 // Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
 // the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth>
@@ -234,12 +251,16 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     }
     next.load(row_ptr(row + row_step));
     Acc m = MaxOp<Acc>::identity();
+    Acc lo = std::numeric_limits<Acc>::infinity();  // softmax: this lane's min (with_exp_mode)
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
       if (row_ok && col < g.cols) {
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(v[p][k]));
+        for (int k = 0; k < kVec; ++k) {
+          m = MaxOp<Acc>()(m, Policy::key(v[p][k]));
+          if constexpr (Policy::kNeedsSum) lo = fmin(lo, v[p][k]);
+        }
       }
     }
     m = warp_all_reduce<kWidth>(m, MaxOp<Acc>());
@@ -247,17 +268,19 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     Acc sum = Acc(0);
     if constexpr (Policy::kNeedsSum) {
       Acc s = Acc(0);
+      with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-        if (row_ok && col < g.cols) {
+        for (int p = 0; p < kPacks; ++p) {
+          const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
+          if (row_ok && col < g.cols) {
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            v[p][k] = Policy::transform(v[p][k], stat);
-            s += v[p][k];
+            for (int k = 0; k < kVec; ++k) {
+              v[p][k] = Policy::template transform<decltype(normal)::value>(v[p][k], stat);
+              s += v[p][k];
+            }
           }
         }
-      }
+      });
       sum = warp_all_reduce<kWidth>(s, SumOp<Acc>());
     }
     if (!row_ok) continue;
@@ -392,11 +415,16 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
       }
     }
     Acc m = MaxOp<Acc>::identity();
+    Acc lo = std::numeric_limits<Acc>::infinity();  // softmax: this thread's min (with_exp_mode)
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (first + p * static_cast<int>(blockDim.x) < packs) {
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) m = MaxOp<Acc>()(m, Policy::key(f.get(p, k)));
+        for (int k = 0; k < kVec; ++k) {
+          const Acc v = f.get(p, k);
+          m = MaxOp<Acc>()(m, Policy::key(v));
+          if constexpr (Policy::kNeedsSum) lo = fmin(lo, v);
+        }
       }
     }
     // The next row's loads: into registers as soon as f holds this row's values, into shared
@@ -414,17 +442,19 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     Acc stat = policy.stat(kOnline && m == MaxOp<Acc>::identity() ? Acc(0) : m);
     Acc sum = Acc(0), rescale = Acc(1);
     if constexpr (Policy::kNeedsSum) {
+      with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        if (first + p * static_cast<int>(blockDim.x) < packs) {
+        for (int p = 0; p < kPacks; ++p) {
+          if (first + p * static_cast<int>(blockDim.x) < packs) {
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            const Acc t = Policy::transform(f.get(p, k), stat);
-            f.set(p, k, t);
-            sum += t;
+            for (int k = 0; k < kVec; ++k) {
+              const Acc t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
+              f.set(p, k, t);
+              sum += t;
+            }
           }
         }
-      }
+      });
       sum = block_all_reduce(sum, SumOp<Acc>());
       if constexpr (kOnline) {
         const RowPartial<Acc> whole = cluster_all_reduce(RowPartial<Acc>{m, sum}, &exchange[parity], OnlineSoftmaxOp<Acc>());
@@ -435,21 +465,24 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     }
     const auto finish = policy.finisher(stat, sum);
     Out* yr = y + row * g.y_row_stride;
+    // stat is the row's max here (a cluster's blocks summed against their own).
+    with_exp_mode(Policy::kNeedsSum && !Fragment::kHoldsAcc && Policy::exp_is_normal(lo, stat), [&](auto normal) {
 #pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      const int q = first + p * static_cast<int>(blockDim.x);
-      if (q < packs) {
-        Acc o[kVec];
+      for (int p = 0; p < kPacks; ++p) {
+        const int q = first + p * static_cast<int>(blockDim.x);
+        if (q < packs) {
+          Acc o[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          Acc t;
-          if constexpr (Policy::kNeedsSum && Fragment::kHoldsAcc) t = kOnline ? f.get(p, k) * rescale : f.get(p, k);
-          else t = Policy::transform(f.get(p, k), stat);
-          o[k] = finish(t);
+          for (int k = 0; k < kVec; ++k) {
+            Acc t;
+            if constexpr (Policy::kNeedsSum && Fragment::kHoldsAcc) t = kOnline ? f.get(p, k) * rescale : f.get(p, k);
+            else t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
+            o[k] = finish(t);
+          }
+          store_pack<Out, Acc, kVec>(yr + q * kVec, o);
         }
-        store_pack<Out, Acc, kVec>(yr + q * kVec, o);
       }
-    }
+    });
     if (rank == 0 && threadIdx.x == 0) policy.write_stat(row, stat);
     parity ^= 1;
   }
