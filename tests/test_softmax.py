@@ -322,6 +322,11 @@ def test_softmax_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
     check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
     x = 1e4 + make_input(shape, torch.float32, "cuda")  # max subtraction in every strategy
     check_softmax(x.to(dtype), -1)
+    # exp(x - max) down to e^-100 (subnormal outputs: exp2f's fix-up) and rows spanning just
+    # under 87 (the kernels' plain ex2 path, smallest exp e^-86 still normal)
+    u = torch.rand(shape, device="cuda")
+    check_softmax((-100.0 * u).to(dtype), -1)
+    check_softmax((-86.0 * u).to(dtype), -1)
 
 
 @requires_cuda

@@ -172,10 +172,14 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
         <<<grid_for(ceil_div(g.rows, kBlock / kWidth)), kBlock, 0, stream>>>(x, y, g, policy);
   };
   if constexpr (kVec > 1) {
-    // Short rows: several rows per warp, one pack per lane.
+    // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
+    // shuffles, ReduceScale's divider) serves twice the elements. H200, against one pack per
+    // lane: 442368 x 128 softmax 92% -> 93% of copy (float32), 86 -> 87 (bfloat16), ReduceScale
+    // 90 -> 92 and 85 -> 86; 262144 x 256 bfloat16 softmax 88 -> 90, ReduceScale 86 -> 89.
     if (packs <= 4) return run(Int<1>{}, Int<4>{});
-    if (packs <= 8) return run(Int<1>{}, Int<8>{});
-    if (packs <= 16) return run(Int<1>{}, Int<16>{});
+    if (packs <= 8) return run(Int<2>{}, Int<4>{});
+    if (packs <= 16) return run(Int<2>{}, Int<8>{});
+    if (packs <= 32) return run(Int<2>{}, Int<16>{});
   }
   if (packs <= 32) return run(Int<1>{}, Int<32>{});
   if (packs <= 64) return run(Int<2>{}, Int<32>{});
