@@ -25,11 +25,13 @@ provider that cannot be imported is listed at the start and in the JSON's "unava
 a shape a provider does not support shows as `n/a`; an exception shows as `error` and
 is kept in the JSON's "errors".
 
-Timing: on CUDA the median of single calls between CUDA events, the L2 flushed before each:
-ops that write (softmax, reduce_scale, softmax_backward, reductions to >= 1/8 of their
-input) by `triton.testing.do_bench(fn, warmup, rep, return_mode="median")`, whose flush
-zero-fills 256 MB; reductions by the same method after a flush that reads 256 MB, so that
-they are not billed for writing back the flush's own dirty lines (see Timer); with `--graph` each case is also timed inside a CUDA graph of
+Timing: on CUDA the median of single calls between CUDA events (do_bench's method), the L2
+flushed before each: ops that write (softmax, reduce_scale, softmax_backward, reductions to
+>= 1/8 of their input) after a flush that zero-fills 256 MB, as `triton.testing.do_bench`;
+reductions after a flush that reads 256 MB, so that they are not billed for writing back the
+flush's own dirty lines; after the flush the GPU sleeps ~200 us before the start event, so
+that a provider's host overhead (torch.compile's wrapper: 60-85 us a call on the lent H200)
+is not timed as GPU time (see Timer); with `--graph` each case is also timed inside a CUDA graph of
 several calls, rotating input copies so that together they exceed the L2, to take launch
 overhead out (rows with `"graph": true`). On CPU: `time.perf_counter`, median of repeats.
 """
@@ -405,24 +407,25 @@ class Timer:
     call. An op that writes as much as it reads (softmax) pays for them but leaves as many dirty
     lines of its own behind, so that is its steady state; a reduction writes almost nothing and
     would be billed for ~L2-size of writes that are not its own (H200: 6-10 us a call, 20% of a
-    256 MB sum; scripts/flush_study.py). So ops that write keep do_bench, and reductions
-    (`writes=False`) are timed the same way (CUDA events around single calls, median) after a
-    flush that reads 256 MB instead, leaving the L2 clean.
+    256 MB sum; scripts/flush_study.py). So ops that write get do_bench's zero-fill, and
+    reductions (`writes=False`) a flush that reads 256 MB instead, leaving the L2 clean; both
+    are timed as do_bench does (CUDA events around single calls, median).
+
+    Between the flush and the start event the GPU sleeps kSleepCycles (~200 us): do_bench's
+    flush alone (~60 us) hid less host time than torch.compile's wrapper takes per call on the
+    lent H200 (60-85 us, scripts/diag_compile_overhead.py), so its calls were timed partly
+    idle (a 2^20 float sum: 23.6 us timed, 4.8 us in a CUDA graph). The sleep lets every
+    provider's launches queue up before the timed span starts.
     """
+
+    kSleepCycles = 400_000
 
     def __init__(self, device: str, warmup_ms: float, rep_ms: float):
         self.device, self.warmup_ms, self.rep_ms = device, warmup_ms, rep_ms
-        self.do_bench = None
         if device == "cuda":
-            try:
-                from triton.testing import do_bench
-
-                self.do_bench = do_bench
-                self.kind = ("triton.testing.do_bench (zero-fill L2 flush) for ops that write; "
-                             "CUDA events after a read-only L2 flush for reductions")
-            except ImportError:
-                self.kind = ("CUDA events, zero-fill L2 flush for ops that write, read-only "
-                             "flush for reductions")
+            self.kind = ("CUDA events around single calls, median (do_bench's method): zero-fill "
+                         "L2 flush for ops that write, read-only flush for reductions, then a "
+                         "~200 us GPU sleep so that host overhead is not timed")
             self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
             self.flush_words = self.flush.view(torch.int32)
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -436,9 +439,6 @@ class Timer:
             return self._time_cpu(fn)
         if not writes:
             return self._time_events(fn, lambda: self.flush_words.amax())
-        if self.do_bench is not None:
-            return 1e3 * self.do_bench(fn, warmup=self.warmup_ms, rep=self.rep_ms,
-                                       return_mode="median")
         return self._time_events(fn, self.flush.zero_)
 
     def _time_events(self, fn: Callable, flush: Callable) -> float:
@@ -450,14 +450,16 @@ class Timer:
             fn()
         torch.cuda.synchronize()
         est_ms = max((time.perf_counter() - t0) * 1e3 / 5, 1e-3)
-        n_warm = max(1, int(self.warmup_ms / est_ms))
-        n_rep = max(5, int(self.rep_ms / est_ms))
+        # At most 100 + 500 calls: each also pays the flush and the sleep (~0.3 ms).
+        n_warm = max(1, min(100, int(self.warmup_ms / est_ms)))
+        n_rep = max(5, min(500, int(self.rep_ms / est_ms)))
         for _ in range(n_warm):
             fn()
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(n_rep)]
         for start, end in events:
             flush()
+            torch.cuda._sleep(self.kSleepCycles)
             start.record()
             fn()
             end.record()
