@@ -8,7 +8,8 @@ torch.compile, on the shapes that set the column launcher's constants (CUDA only
 Each variant NAME:VAR=VALUE[,VAR=VALUE] sets environment variables that the launcher reads at
 every call; "auto" runs with none. Timing is bench.py's for reductions (CUDA events after a
 read-only L2 flush); "% copy" is against b.copy_(a) of 1 GiB in the same run. Each variant's
-result is checked against the automatic one (mark '!' where it differs).
+result is checked against the automatic one ('~' where its bits differ, '!' where it is off by
+more than rtol 1e-5).
 """
 import argparse
 import json
@@ -64,21 +65,24 @@ def main():
                 for name, env in variants + ([] if args.no_compile else [("compile", None)]):
                     if env is None:
                         fn = lambda: theirs(x)  # noqa: E731
-                        ok = True
+                        ok = same = True
                     else:
                         os.environ.update(env)
                         fn = lambda: ours(x, [0], False)  # noqa: E731
-                        ok = bool(torch.allclose(fn().float(), reference, rtol=1e-5, atol=1e-6))
+                        got = fn().float()
+                        ok = bool(torch.allclose(got, reference, rtol=1e-5, atol=1e-6))
+                        same = bool(torch.equal(got, reference))
                     us = timer.time(fn, writes=False)
                     for var in env or {}:
                         os.environ.pop(var)
                     pct = 100 * nbytes / us / 1e3 / copy_gbps
                     rows.append(dict(op=op, dtype=dtype_name, shape=list(shape), variant=name, us=round(us, 2),
-                                     pct_copy=round(pct, 1), ok=ok))
-                    cells.append(f"{us:>7.1f} {pct:>4.0f}%{'' if ok else '!'}".rjust(15))
+                                     pct_copy=round(pct, 1), ok=ok, same_bits=same))
+                    cells.append(f"{us:>7.1f} {pct:>4.0f}%{'' if same else '~' if ok else '!'}".rjust(15))
                 print(f"{op:<6}{dtype_name:<10}{str(shape):<16}" + "".join(cells), flush=True)
                 del x, reference
-    print("cells: microseconds and % of copy")
+    print("cells: microseconds and % of copy; '~': not the automatic result's bits but within "
+          "rtol 1e-5, '!': off by more")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,

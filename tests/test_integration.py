@@ -288,6 +288,37 @@ def test_cuda_graph_capture_and_replay(dtype, shape):
 
 
 @requires_cuda
+def test_cuda_graphs_of_split_reductions_replay_concurrently():
+    # A captured split reduction takes its last-block counters from a pool that each capture
+    # draws its own slice of (no fill node in the graph). Two graphs replayed at once on two
+    # streams, beside eager calls on a third, must not share counters: a shared one would pick
+    # the wrong last block and fold a row before all its partials arrived.
+    cases = [((1 << 22,), None), ((5000, 8), 0), ((3, 70001), -1), ((20000, 24), 0)]
+    xs = [make_input(shape, torch.float32, "cuda") for shape, _ in cases]
+    expected = [reduce_ops.sum(x, dim) for x, (_, dim) in zip(xs, cases)]
+    graphs, outs = [], []
+    for part in (cases[:2], cases[2:]):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs.append([reduce_ops.sum(xs[cases.index(c)], c[1]) for c in part])
+        graphs.append(graph)
+    streams = [torch.cuda.Stream() for _ in range(3)]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    for _ in range(20):
+        for graph, stream in zip(graphs, streams):
+            with torch.cuda.stream(stream):
+                graph.replay()
+        with torch.cuda.stream(streams[2]):
+            eager = [reduce_ops.sum(x, dim) for x, (_, dim) in zip(xs, cases)]
+    torch.cuda.synchronize()
+    for got, want in zip(outs[0] + outs[1], expected):
+        assert_exactly_equal(got, want)
+    for got, want in zip(eager, expected):
+        assert_exactly_equal(got, want)
+
+
+@requires_cuda
 @pytest.mark.parametrize("name", OPS)
 def test_ops_run_on_the_current_stream(name):
     # The side stream sleeps before it writes x; an op that launched on another stream would

@@ -257,6 +257,25 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_block_kernel(const In* __rest
   }
 }
 
+// This thread's fold of partials[threadIdx.x], partials[threadIdx.x + blockDim.x], ... < n, in that
+// order, with 4 loads in flight: the last block of a 2^24-element sum folds 1056 partials, 4 or 5
+// L2 round trips one after another a thread without (H200: 2^24-element sums 2% faster).
+template <typename R>
+__device__ __forceinline__ typename R::Acc fold_partials(const typename R::Acc* partials, int64_t n, const R& r) {
+  constexpr int kInFlight = 4;
+  typename R::Acc acc = R::identity();
+  int64_t j = threadIdx.x;
+  for (; j + (kInFlight - 1) * blockDim.x < n; j += kInFlight * blockDim.x) {
+    typename R::Acc v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) v[u] = load_cg(partials + j + u * blockDim.x);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) acc = r(acc, v[u]);
+  }
+  for (; j < n; j += blockDim.x) acc = r(acc, load_cg(partials + j));
+  return acc;
+}
+
 // Split rows in one launch: item w = row * splits + seg reduces its segment into partial[w];
 // the block whose arrival completes a row's count folds that row's partials (in index order,
 // the same for every run) into out[row] and resets counters[row] to 0, so the counters are all
@@ -278,8 +297,7 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __rest
     __syncthreads();
     if (last) {
       __threadfence();
-      acc = R::identity();
-      for (int64_t j = threadIdx.x; j < a.splits; j += blockDim.x) acc = r(acc, load_cg(partial + row * a.splits + j));
+      acc = fold_partials(partial + row * a.splits, a.splits, r);
       acc = block_all_reduce(acc, r);
       if (threadIdx.x == 0) {
         out[row] = static_cast<Out>(r.finish(acc));
