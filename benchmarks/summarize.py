@@ -42,7 +42,9 @@ def main():
     cases = by_case(data["rows"])
     # Peers from the --peers file when given, else from the same run's own peer rows.
     peers = by_case(json.load(open(args.peers))["rows"]) if args.peers else cases
-    print(f"{data['device']}, torch {data['torch']}, {data['date']}; copy {copy:.0f} GB/s (read + write).\n")
+    runs = ", ".join(f"{c:.0f}" for c in data.get("copy_GBps_runs", [copy]))
+    print(f"{data['device']}, torch {data['torch']}, {data['date']}; copy {runs} GB/s (read + write; "
+          "each row against its own run's).\n")
     print("| op | shape | dim | dtype | reduce_ops GB/s | % of copy | vs torch | vs torch.compile | vs Liger |")
     print("|---|---|---|---|---|---|---|---|---|")
     ratios = defaultdict(lambda: defaultdict(list))
@@ -58,7 +60,8 @@ def main():
         peer_case = peers.get(key, {})
         liger = (peer_case["liger"]["us"] / peer_case["reduce_ops"]["us"]
                  if "liger" in peer_case and "reduce_ops" in peer_case and peer_case["liger"].get("ok", True) else None)
-        pct = 100 * ours["GBps"] / copy
+        # A row merged from another run carries that run's copy figure.
+        pct = 100 * ours["GBps"] / ours.get("copy_GBps", copy)
         fmt = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
         mark = "" if ours.get("ok", True) else " (!)"
         print(f"| {op} | {'x'.join(map(str, shape))} | {dim} | {dtype} | {ours['GBps']:.0f} | {pct:.0f}%{mark} | "
