@@ -56,7 +56,9 @@ unsigned* zeroed_counters(int64_t n, const at::Tensor& like, cudaStream_t stream
   TORCH_INTERNAL_ASSERT(n <= kMaxCounters);
   const auto opts = like.options().dtype(at::kInt);
   static std::mutex mutex;
-  // Per device: the pool's address there (asked once) and how much of it is handed out.
+  // Per device: the pool's address there and how much of it is handed out. The address is asked
+  // on the device's first call, eager ones included, so that captures (which usually follow an
+  // eager warm-up) need no runtime query.
   static auto* pools = new std::map<int, std::pair<unsigned*, int64_t>>();  // never freed
   const std::lock_guard<std::mutex> lock(mutex);
   auto& [pool, used] = (*pools)[like.get_device()];
