@@ -140,14 +140,19 @@ def test_softmax_backward_every_cuda_strategy(dtype, rows, cols):
 CUDA_STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
 
 
+# The clusters also with out in shared memory (REDUCE_OPS_BACKWARD_OUT=shared, a cluster mode).
+STRATEGY_OUT = [(s, "registers") for s in CUDA_STRATEGIES] + [("cluster", "shared")]
+
+
 @requires_cuda
-@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("strategy,out_in", STRATEGY_OUT, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
                          ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("rows,cols", [(33, 100), (9, 1000), (5, 4096), (3, 1021), (4, 4099), (3, 70000),
                                        (2, 1 << 18)], ids=str)
-def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, rows, cols):
+def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, out_in, dtype, rows, cols):
     monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    monkeypatch.setenv("REDUCE_OPS_BACKWARD_OUT", out_in)
     x = make_input((rows, cols), dtype, "cuda")
     x[0, cols // 2] = float("nan")  # a NaN row stays NaN
     out = torch.softmax(x.double(), -1).to(dtype)
@@ -156,13 +161,19 @@ def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, row
 
 
 # Several rows per block (one wave of blocks, REDUCE_OPS_ROW_WAVES=1) or per cluster: 2 and 4
-# packs per thread of a block, clusters of 4 to 16 blocks, a NaN row among finite ones.
+# packs per thread of a block, clusters of 2 to 16 blocks, a NaN row among finite ones; the
+# clusters with out in registers and in shared memory (REDUCE_OPS_BACKWARD_OUT; the stage is
+# refilled every row, so several rows per cluster test its barrier).
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
-@pytest.mark.parametrize("strategy,rows,cols", [("block", 1500, 1000), ("block", 300, 4096), ("block", 150, 16384),
-                                                ("cluster", 70, 70000), ("cluster", 20, 1 << 18)], ids=str)
-def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, strategy, rows, cols):
+@pytest.mark.parametrize("strategy,out_in,rows,cols",
+                         [("block", "registers", 1500, 1000), ("block", "registers", 300, 4096),
+                          ("block", "registers", 150, 16384)]
+                         + [("cluster", out_in, rows, cols) for out_in in ("registers", "shared")
+                            for rows, cols in [(70, 70000), (20, 1 << 18), (9, 1 << 19)]], ids=str)
+def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, strategy, out_in, rows, cols):
     monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    monkeypatch.setenv("REDUCE_OPS_BACKWARD_OUT", out_in)
     monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
     x = make_input((rows, cols), dtype, "cuda")
     x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not

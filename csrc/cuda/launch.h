@@ -37,6 +37,8 @@ using Int = std::integral_constant<int, N>;
 //   REDUCE_OPS_AHEAD=none|registers|shared
 //                               how the forward row register kernels load their next row,
 //                               where they can (softmax.cu);
+//   REDUCE_OPS_BACKWARD_OUT=registers|shared
+//                               where softmax_backward's cluster kernel holds `out` (softmax.cu);
 //   REDUCE_OPS_ROW_WAVES=<n>    the block-per-row register kernels' grid, in waves of resident
 //                               blocks (softmax.cu);
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>

@@ -313,7 +313,8 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
 }
 
 // The backward dispatcher: the forward's strategies with both rows on chip, so each register
-// kernel thread holds up to kRowPacks packs of each row.
+// kernel thread holds up to kRowPacks packs of each row (the clusters: kMaxRegPacks of grad, with
+// out's in shared memory).
 template <typename T, typename Acc, int kVec>
 void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows& r, cudaStream_t stream,
                           const at::TensorOptions& opts) {
@@ -361,6 +362,20 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   auto cluster = [&](bool automatic) {
     if constexpr (kVec > 1) {
       // No bulk copy of the next rows here: it lost (H200, 1024 x 262144 bfloat16: 88% -> 81%).
+      // out's packs wait in shared memory (kOutShared) unless REDUCE_OPS_BACKWARD_OUT=registers
+      // (a developer knob): a block holds twice the packs, so a cluster needs half the blocks and
+      // each SM moves twice the bytes per cluster barrier. H200 (tune_rows.py), registers ->
+      // shared: float32 1024 x 262144 63% -> 82% of copy (16 -> 8 blocks), 2048 x 131072
+      // 91 -> 94 (8 -> 4); bfloat16 1024 x 262144 88 -> 93 (8 -> 4), 128 x 1048576 56 -> 62
+      // (split -> 16 blocks); 4096 x 32768 (the block per row) unchanged.
+      if (!env_equals("REDUCE_OPS_BACKWARD_OUT", "registers")) {
+        constexpr int kPacks = kMaxRegPacks<Acc>;
+        auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, true, true>;
+        return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, [&](int blocks, int threads) {
+          const int64_t smem = int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(T));
+          return launch_on_clusters(kernel, r.rows, blocks, threads, smem, stream, grad, out, gx, r);
+        });
+      }
       auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
       return try_cluster_sizes(r.rows, r.cols, packs, kRowPacks, automatic, [&](int blocks, int threads) {
         return launch_on_clusters(kernel, r.rows, blocks, threads, 0, stream, grad, out, gx, r);

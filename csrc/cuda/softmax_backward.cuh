@@ -3,7 +3,9 @@
 // The same strategies as the forward (row_norm.cuh), with two input rows instead of one:
 //   softmax_backward_warp_kernel   ("warp") kWidth lanes per row, both rows in registers.
 //   softmax_backward_regs_kernel   ("block") a block per row, or ("cluster", sm_90+) the C blocks
-//                                  of a cluster per row, both rows' segments in registers; the
+//                                  of a cluster per row, both rows' segments in registers, or
+//                                  (kOutShared, sm_90+) grad's in registers and out's bulk-copied
+//                                  into shared memory, so a block holds twice the row; the
 //                                  partial dot products meet through distributed shared memory.
 //   softmax_backward_smem_kernel   ("smem") a block per row, both rows in shared memory.
 //   softmax_backward_partial_kernel + softmax_backward_apply_kernel
@@ -96,33 +98,52 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
 // each of the two rows per thread, held raw (no transcendental to keep: the write recomputes
 // y * (g - dot) from the raw values). Requires cols % kVec == 0 and
 // C * kPacks * blockDim.x * kVec >= cols; blockDim.x a multiple of 32.
-template <typename T, typename Acc, int kVec, int kPacks, bool kCluster>
+// kOutShared (sm_90+, 16-byte packs): out's packs of the block wait in its dynamic shared memory
+// (kPacks x blockDim.x packs, one bulk copy per row, NextRow's kShared layout) and only grad's are
+// in registers, so a 1024-thread block holds 8 packs of each row where registers alone hold 4: a
+// float32 row of 2^18 takes a cluster of 8 blocks instead of 16, a bfloat16 one 4 instead of 8.
+template <typename T, typename Acc, int kVec, int kPacks, bool kCluster, bool kOutShared = false>
 __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __restrict__ grad,
                                                                      const T* __restrict__ out,
                                                                      T* __restrict__ gx, BackwardRows r) {
   __shared__ Acc exchange[2];  // the block's partial dot product, by row parity
+  extern __shared__ __align__(16) unsigned char stage_raw[];  // kOutShared: out's packs of the block
+  __shared__ uint64_t arrival;                                 // kOutShared: the copies' mbarrier
   const auto share = RowShare<kCluster>::template of<kPacks>();
   const int first = share.first;
-  // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 4 packs.
+  // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
   const int packs = static_cast<int>(r.cols / kVec);
+  // Under kOutShared the current row's out (NextRow serves as a one-stage ring: it is loaded at
+  // the row's start and read through the write); otherwise nothing.
+  NextRow<T, kVec, kPacks, kOutShared ? Ahead::kShared : Ahead::kNone> y_stage{
+      first, static_cast<int>(blockDim.x), packs, reinterpret_cast<T*>(stage_raw), &arrival};
+  y_stage.init();
   int parity = 0;
   for (int64_t row = share.first_row(); row < r.rows; row += share.row_step()) {
     const int64_t base = row * r.cols;
-    PackWords<T, kVec> g[kPacks], y[kPacks];
+    if constexpr (kOutShared) y_stage.load(out + base);  // the copy flies while grad's loads do
+    PackWords<T, kVec> g[kPacks], y[kOutShared ? 1 : kPacks];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if (q < packs) {
         g[p].load(grad + base + q * kVec);
-        y[p].load(out + base + q * kVec);
+        if constexpr (!kOutShared) y[p].load(out + base + q * kVec);
       }
     }
+    y_stage.wait();
+    // Pack p of out: from registers, or from the stage.
+    auto y_pack = [&](int p) {
+      if constexpr (kOutShared) return y_stage.take(p);
+      else return y[p];
+    };
     Acc dot = Acc(0);
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (first + p * static_cast<int>(blockDim.x) < packs) {
+        const PackWords<T, kVec> yp = y_pack(p);
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) dot += g[p].template get<Acc>(k) * y[p].template get<Acc>(k);
+        for (int k = 0; k < kVec; ++k) dot += g[p].template get<Acc>(k) * yp.template get<Acc>(k);
       }
     }
     dot = block_all_reduce(dot, SumOp<Acc>());
@@ -131,12 +152,14 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if (q < packs) {
+        const PackWords<T, kVec> yp = y_pack(p);
         Acc o[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) o[k] = y[p].template get<Acc>(k) * (g[p].template get<Acc>(k) - dot);
+        for (int k = 0; k < kVec; ++k) o[k] = yp.template get<Acc>(k) * (g[p].template get<Acc>(k) - dot);
         store_pack<T, Acc, kVec>(gx + base + q * kVec, o);
       }
     }
+    if constexpr (kOutShared) __syncthreads();  // every read of the stage before the next row's copy
     parity ^= 1;
   }
   if constexpr (kCluster) cluster_sync();
