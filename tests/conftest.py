@@ -424,8 +424,11 @@ def row_count(rows, cols, device):
 # (REDUCE_OPS_AHEAD: not at all, into registers, or bulk-copied into shared memory; a kernel
 # without that way loads in turn), so that the next row really is another one. Shapes: 2, 4 and 8
 # packs per thread of a block; clusters of 4 / 8 blocks (70000) and, for float32, 16 (2^18).
+# "cluster-staged" (the clusters with half of each block's share in shared memory) adds 2^19
+# (clusters of 16 blocks in float32, 8 in bfloat16).
 NEXT_ROW_CASES = [("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
-                  ("cluster", (70, 70000)), ("cluster", (20, 1 << 18))]
+                  ("cluster", (70, 70000)), ("cluster", (20, 1 << 18)),
+                  ("cluster-staged", (70, 70000)), ("cluster-staged", (20, 1 << 18)), ("cluster-staged", (9, 1 << 19))]
 
 
 def next_row_cases(test):
@@ -436,7 +439,21 @@ def next_row_cases(test):
     return requires_cuda(test)
 
 
+# The row dispatcher's strategies (csrc/cuda/softmax.cu) as the tests force them: the cluster path
+# twice, "cluster" with each block's share in registers only (REDUCE_OPS_CLUSTER_HOLD=registers)
+# and "cluster-staged" with half of it (softmax_backward: out) in shared memory
+# (REDUCE_OPS_CLUSTER_HOLD=shared). A strategy that cannot run a shape falls back to the automatic
+# choice, so every case is still checked.
+ROW_STRATEGIES = ["warp", "block", "cluster", "cluster-staged", "smem", "split"]
+
+
+def force_row_strategy(monkeypatch, strategy):
+    name, _, staged = strategy.partition("-")
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", name)
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", "shared" if staged else "registers")
+
+
 def force_several_rows_per_block(monkeypatch, strategy, ahead):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    force_row_strategy(monkeypatch, strategy)
     monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)
     monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")

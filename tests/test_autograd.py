@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import reduce_ops
-from conftest import make_input, requires_cuda
+from conftest import ROW_STRATEGIES, force_row_strategy, make_input, requires_cuda
 
 F64 = torch.float64
 
@@ -136,23 +136,14 @@ def test_softmax_backward_every_cuda_strategy(dtype, rows, cols):
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
 
 
-# The dispatcher's strategies (csrc/cuda/softmax.cu); unrunnable ones fall back to automatic.
-CUDA_STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
-
-
-# The clusters also with out in shared memory (REDUCE_OPS_BACKWARD_OUT=shared, a cluster mode).
-STRATEGY_OUT = [(s, "registers") for s in CUDA_STRATEGIES] + [("cluster", "shared")]
-
-
 @requires_cuda
-@pytest.mark.parametrize("strategy,out_in", STRATEGY_OUT, ids=str)
+@pytest.mark.parametrize("strategy", ROW_STRATEGIES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
                          ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("rows,cols", [(33, 100), (9, 1000), (5, 4096), (3, 1021), (4, 4099), (3, 70000),
                                        (2, 1 << 18)], ids=str)
-def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, out_in, dtype, rows, cols):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
-    monkeypatch.setenv("REDUCE_OPS_BACKWARD_OUT", out_in)
+def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, rows, cols):
+    force_row_strategy(monkeypatch, strategy)
     x = make_input((rows, cols), dtype, "cuda")
     x[0, cols // 2] = float("nan")  # a NaN row stays NaN
     out = torch.softmax(x.double(), -1).to(dtype)
@@ -162,18 +153,15 @@ def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, out_in, dt
 
 # Several rows per block (one wave of blocks, REDUCE_OPS_ROW_WAVES=1) or per cluster: 2 and 4
 # packs per thread of a block, clusters of 2 to 16 blocks, a NaN row among finite ones; the
-# clusters with out in registers and in shared memory (REDUCE_OPS_BACKWARD_OUT; the stage is
-# refilled every row, so several rows per cluster test its barrier).
+# staged clusters refill their stage every row, so several rows per cluster test its barrier.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
-@pytest.mark.parametrize("strategy,out_in,rows,cols",
-                         [("block", "registers", 1500, 1000), ("block", "registers", 300, 4096),
-                          ("block", "registers", 150, 16384)]
-                         + [("cluster", out_in, rows, cols) for out_in in ("registers", "shared")
+@pytest.mark.parametrize("strategy,rows,cols",
+                         [("block", 1500, 1000), ("block", 300, 4096), ("block", 150, 16384)]
+                         + [(strategy, rows, cols) for strategy in ("cluster", "cluster-staged")
                             for rows, cols in [(70, 70000), (20, 1 << 18), (9, 1 << 19)]], ids=str)
-def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, strategy, out_in, rows, cols):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
-    monkeypatch.setenv("REDUCE_OPS_BACKWARD_OUT", out_in)
+def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, strategy, rows, cols):
+    force_row_strategy(monkeypatch, strategy)
     monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
     x = make_input((rows, cols), dtype, "cuda")
     x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not

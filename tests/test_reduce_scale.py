@@ -18,7 +18,7 @@ from conftest import (
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from conftest import force_several_rows_per_block, next_row_cases  # noqa: E402
+from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
 from conftest import requires_cuda, row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
@@ -363,7 +363,7 @@ def test_reduce_scale_property(data):
 
 
 # See test_softmax.py: the dispatcher's strategies; unrunnable ones fall back to automatic.
-CUDA_STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
+CUDA_STRATEGIES = ROW_STRATEGIES
 STRATEGY_SHAPES = [(33, 100), (9, 1000), (5, 4096), (6, 1021), (6, 4099), (6, 70000), (6, 1 << 18)]
 
 
@@ -386,7 +386,7 @@ def special_rows(x, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", STRATEGY_SHAPES, ids=str)
 def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    force_row_strategy(monkeypatch, strategy)
     check_reduce_scale(make_input(shape, dtype, "cuda"))
     if shape[0] >= 6:
         x = special_rows(make_input(shape, dtype, "cuda"), dtype)

@@ -17,7 +17,8 @@ from conftest import (
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from conftest import force_several_rows_per_block, next_row_cases, row_count, strided_tensors  # noqa: E402
+from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
+from conftest import row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -292,9 +293,9 @@ def test_softmax_property(data):
 
 # ---- every CUDA strategy, forced (REDUCE_OPS_STRATEGY) -----------------------------------------
 
-# The dispatcher's strategies (csrc/cuda/softmax.cu). A name that cannot run a shape (e.g.
+# The dispatcher's strategies (conftest.ROW_STRATEGIES). A name that cannot run a shape (e.g.
 # "block" on an unaligned row) falls back to the automatic choice, so every case is still checked.
-CUDA_STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
+CUDA_STRATEGIES = ROW_STRATEGIES
 # Small rows reach every strategy; 1021 and 4099 are not a multiple of any pack (scalar paths);
 # 70000 gives clusters of 4 (bfloat16) and 8 (float32) blocks, 2^18 float32 one of 16.
 STRATEGY_SHAPES = [(33, 100), (9, 1000), (5, 4096), (3, 1021), (4, 4099), (3, 70000), (3, 1 << 18)]
@@ -317,7 +318,7 @@ def special_rows(x):
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", STRATEGY_SHAPES, ids=str)
 def test_softmax_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    force_row_strategy(monkeypatch, strategy)
     check_softmax(make_input(shape, dtype, "cuda"), -1)
     check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
     x = 1e4 + make_input(shape, torch.float32, "cuda")  # max subtraction in every strategy
@@ -334,7 +335,7 @@ def test_softmax_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
 @pytest.mark.parametrize("shape", [(9, 1000), (3, 70000)], ids=str)
 def test_softmax_every_cuda_strategy_widening(monkeypatch, strategy, shape):
     # bfloat16 / half in, float32 out: the kernels that widen in registers.
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    force_row_strategy(monkeypatch, strategy)
     for in_dtype in (torch.bfloat16, torch.float16):
         x = special_rows(make_input(shape, in_dtype, "cuda"))
         check_softmax(x, -1, dtype=torch.float32)
@@ -344,7 +345,7 @@ def test_softmax_every_cuda_strategy_widening(monkeypatch, strategy, shape):
 @pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
 def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
     # Rows of a larger tensor (row stride != cols) and many rows (grid-stride loops).
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    force_row_strategy(monkeypatch, strategy)
     base = make_input((600, 2056), torch.float32, "cuda")
     check_softmax(base[:, 8:2056], -1)
     check_softmax(make_input((5000, 1024), torch.bfloat16, "cuda"), -1)

@@ -37,8 +37,10 @@ using Int = std::integral_constant<int, N>;
 //   REDUCE_OPS_AHEAD=none|registers|shared
 //                               how the forward row register kernels load their next row,
 //                               where they can (softmax.cu);
-//   REDUCE_OPS_BACKWARD_OUT=registers|shared
-//                               where softmax_backward's cluster kernel holds `out` (softmax.cu);
+//   REDUCE_OPS_CLUSTER_HOLD=registers|shared
+//                               the rows' cluster kernels hold each block's share in registers
+//                               only, or half of it (softmax_backward: out) in shared memory,
+//                               the default (softmax.cu);
 //   REDUCE_OPS_ROW_WAVES=<n>    the block-per-row register kernels' grid, in waves of resident
 //                               blocks (softmax.cu);
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>

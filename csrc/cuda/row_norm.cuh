@@ -11,7 +11,8 @@
 //                             kCluster = true ("cluster", sm_90+): C blocks of a thread block
 //                             cluster share a row, each holding its segment in registers; the
 //                             partial max / sum meet through distributed shared memory:
-//                             one read, one write.
+//                             one read, one write. kStaged: half of each block's share
+//                             waits in its shared memory instead, so a block holds twice as much.
 //   row_norm_smem_kernel      ("smem") a block per row, the row kept in shared memory: one read,
 //                             one write; for rows the register kernels cannot take (unaligned
 //                             rows, no clusters on the device).
@@ -391,28 +392,43 @@ struct RowShare {
 // Rows go round the grid in units of C blocks, so every block of a cluster runs the same rows
 // and meets the same cluster barriers; the last barrier keeps each block's shared memory alive
 // until the others have read it.
+// kStaged (sm_90+, 16-byte packs, not with Ahead::kShared): a block holds 2 x kPacks x blockDim.x
+// packs of the row, the first half in registers as above, the second bulk-copied into its dynamic
+// shared memory at the row's start (one copy, NextRow's kShared layout: thread t's packs there are
+// first + (kPacks + p) * blockDim.x), so a cluster needs half the blocks and each SM moves twice
+// the bytes per cluster barrier (softmax_backward_regs_kernel's kOutShared, for one row).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
-          Ahead kAhead = Ahead::kNone>
+          Ahead kAhead = Ahead::kNone, bool kStaged = false>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                              RowGeometry g, Policy policy) {
+  static_assert(!(kStaged && kAhead == Ahead::kShared), "one use of the shared memory at a time");
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
   // The block's partial published to the cluster, by row parity (see cluster_all_reduce): its max,
   // or for softmax its (max, sum of exp(x - max)).
   __shared__ std::conditional_t<Policy::kNeedsSum, RowPartial<Acc>, Acc> exchange[2];
-  extern __shared__ __align__(16) unsigned char stage_raw[];  // Ahead::kShared: kPacks x blockDim.x packs
-  __shared__ uint64_t arrival;                                 // Ahead::kShared: the copies' mbarrier
-  const auto share = RowShare<kCluster>::template of<kPacks>();
+  // Ahead::kShared or kStaged: kPacks x blockDim.x packs, and the copies' mbarrier.
+  extern __shared__ __align__(16) unsigned char stage_raw[];
+  __shared__ uint64_t arrival;
+  const auto share = RowShare<kCluster>::template of<kStaged ? 2 * kPacks : kPacks>();
   const int rank = share.rank, first = share.first;
-  // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
+  // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 16 packs.
   const int packs = static_cast<int>(g.cols / kVec);
   NextRow<In, kVec, kPacks, kAhead> next{first, static_cast<int>(blockDim.x), packs, reinterpret_cast<In*>(stage_raw),
                                          &arrival};
+  // kStaged: the current row's second half (NextRow as a one-stage ring, loaded at the row's start).
+  NextRow<In, kVec, kPacks, kStaged ? Ahead::kShared : Ahead::kNone> staged{
+      first + kPacks * static_cast<int>(blockDim.x), static_cast<int>(blockDim.x), packs,
+      reinterpret_cast<In*>(stage_raw), &arrival};
   auto row_ptr = [&](int64_t row) { return row < g.rows ? x + row * g.x_row_stride : nullptr; };
   next.init();
+  staged.init();
   next.load(row_ptr(share.first_row()));
+  // Whether this thread's staged pack p is in the row.
+  auto staged_ok = [&](int p) { return first + (kPacks + p) * static_cast<int>(blockDim.x) < packs; };
   int parity = 0;
   for (int64_t row = share.first_row(); row < g.rows; row += share.row_step()) {
     Fragment f;
+    if constexpr (kStaged) staged.load(row_ptr(row));  // the copy flies while the registers load
     next.wait();
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
@@ -424,14 +440,25 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     }
     Acc m = MaxOp<Acc>::identity();
     Acc lo = std::numeric_limits<Acc>::infinity();  // softmax: this thread's min (with_exp_mode)
+    auto fold_max = [&](Acc v) {
+      m = MaxOp<Acc>()(m, Policy::key(v));
+      if constexpr (Policy::kNeedsSum) lo = fmin(lo, v);
+    };
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (first + p * static_cast<int>(blockDim.x) < packs) {
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const Acc v = f.get(p, k);
-          m = MaxOp<Acc>()(m, Policy::key(v));
-          if constexpr (Policy::kNeedsSum) lo = fmin(lo, v);
+        for (int k = 0; k < kVec; ++k) fold_max(f.get(p, k));
+      }
+    }
+    if constexpr (kStaged) {
+      staged.wait();
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        if (staged_ok(p)) {
+          const PackWords<In, kVec> w = staged.take(p);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) fold_max(w.template get<Acc>(k));
         }
       }
     }
@@ -459,6 +486,18 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
               const Acc t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
               f.set(p, k, t);
               sum += t;
+            }
+          }
+        }
+        if constexpr (kStaged) {  // summed only: the write takes exp of these again
+#pragma unroll
+          for (int p = 0; p < kPacks; ++p) {
+            if (staged_ok(p)) {
+              const PackWords<In, kVec> w = staged.take(p);
+#pragma unroll
+              for (int k = 0; k < kVec; ++k) {
+                sum += Policy::template transform<decltype(normal)::value>(w.template get<Acc>(k), stat);
+              }
             }
           }
         }
@@ -491,6 +530,23 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
         }
       }
     });
+    if constexpr (kStaged) {
+      with_exp_mode(Policy::kNeedsSum && Policy::exp_is_normal(lo, stat), [&](auto normal) {
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+          if (staged_ok(p)) {
+            const PackWords<In, kVec> w = staged.take(p);
+            Acc o[kVec];
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) {
+              o[k] = finish(Policy::template transform<decltype(normal)::value>(w.template get<Acc>(k), stat));
+            }
+            store_pack<Out, Acc, kVec>(yr + (first + (kPacks + p) * static_cast<int>(blockDim.x)) * kVec, o);
+          }
+        }
+      });
+      __syncthreads();  // every read of the stage before the next row's copy
+    }
     if (rank == 0 && threadIdx.x == 0) policy.write_stat(row, stat);
     parity ^= 1;
   }

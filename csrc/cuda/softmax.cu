@@ -22,8 +22,9 @@ namespace {
 // names are those REDUCE_OPS_STRATEGY forces (launch.h), where the shape allows it:
 //   "warp"     rows of at most kMaxWarpPacks packs per lane x 32 lanes, in registers.
 //   "block"    one block per row, the row in registers (aligned rows only).
-//   "cluster"  a thread block cluster per row, the row in the blocks' registers (aligned rows,
-//              sm_90+, a cluster shape the device can schedule).
+//   "cluster"  a thread block cluster per row, the row in the blocks' registers and (16-byte
+//              packs) half of each block's share in its shared memory (aligned rows, sm_90+, a
+//              cluster shape the device can schedule).
 //   "smem"     one block per row, the row in shared memory (unaligned rows, or no cluster).
 //   "split"    any row: partials, then apply (two reads).
 
@@ -221,6 +222,23 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
     // bfloat16 78 -> 80), nor do block-per-row kernels (4096 x 32768 float32 softmax 95 -> 79:
     // a block there runs one row) or the backward's clusters (bfloat16 88 -> 81).
     constexpr Ahead kAutomatic = Policy::kNeedsSum ? Ahead::kShared : Ahead::kNone;
+    // Half of each block's share of the row staged in shared memory (kStaged; no next row then),
+    // unless REDUCE_OPS_CLUSTER_HOLD=registers (a developer knob): a block holds twice the packs,
+    // so a cluster needs half the blocks and each SM moves twice the bytes per cluster barrier.
+    // H200 (tune_rows.py), registers -> staged, % of copy: 1024 x 262144 softmax float32 78 -> 84,
+    // ReduceScale float32 79 -> 89, bfloat16 softmax 71 -> 70 and ReduceScale 86 -> 85 (noise);
+    // 2048 x 131072 softmax float32 79 -> 87, bfloat16 67 -> 77; 128 x 1048576 ReduceScale
+    // float32 63 -> 74, bfloat16 60 -> 69, softmax bfloat16 49 -> 56, float32 62 -> 60 (the
+    // split path before: the staged clusters of 16 blocks fit the row).
+    if constexpr (kVec * sizeof(In) == 16) {
+      if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
+        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, true, Ahead::kNone, true>;
+        return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, 2 * kPacks, automatic, [&](int blocks, int threads) {
+          const int64_t smem = int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(In));
+          return launch_on_clusters(kernel, g.rows, blocks, threads, smem, stream, x, y, g, policy);
+        });
+      }
+    }
     return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kPacks, automatic, [&](int blocks, int threads) {
       return with_ahead<false, kVec * sizeof(In) == 16>(kAutomatic, [&](auto ahead_tag) {
         constexpr Ahead kMode = decltype(ahead_tag)::value;
@@ -362,13 +380,13 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   auto cluster = [&](bool automatic) {
     if constexpr (kVec > 1) {
       // No bulk copy of the next rows here: it lost (H200, 1024 x 262144 bfloat16: 88% -> 81%).
-      // out's packs wait in shared memory (kOutShared) unless REDUCE_OPS_BACKWARD_OUT=registers
+      // out's packs wait in shared memory (kOutShared) unless REDUCE_OPS_CLUSTER_HOLD=registers
       // (a developer knob): a block holds twice the packs, so a cluster needs half the blocks and
       // each SM moves twice the bytes per cluster barrier. H200 (tune_rows.py), registers ->
       // shared: float32 1024 x 262144 63% -> 82% of copy (16 -> 8 blocks), 2048 x 131072
       // 91 -> 94 (8 -> 4); bfloat16 1024 x 262144 88 -> 93 (8 -> 4), 128 x 1048576 56 -> 62
       // (split -> 16 blocks); 4096 x 32768 (the block per row) unchanged.
-      if (!env_equals("REDUCE_OPS_BACKWARD_OUT", "registers")) {
+      if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
         constexpr int kPacks = kMaxRegPacks<Acc>;
         auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, true, true>;
         return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, [&](int blocks, int threads) {
