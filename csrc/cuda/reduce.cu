@@ -103,7 +103,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
         <<<grid_for(ceil_div(a.rows, kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
   };
   // Short rows: lanes per row so that each lane reads at most 4 packs, all in flight at once.
-  // Medium rows (up to 32 packs a lane), when the rows fill the GPU with warps: a warp per row
+  // Medium rows (under 32 packs a lane), when the rows fill the GPU with warps: a warp per row
   // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
   // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy).
   const bool many_rows = a.rows >= 32 * sm_count();
@@ -126,9 +126,14 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     if (packs <= 32) return group(Int<8>{}, Int<4>{});
     if (packs <= 64) return group(Int<16>{}, Int<4>{});
     if (packs <= 128) return group(Int<32>{}, Int<4>{});
-    if ((packs <= 32 * 32 && many_rows) || forced.is("warp")) return group(Int<32>{}, Int<8>{});
+    // Past that, the warp only while a block's threads would get under 4 packs each (one round
+    // of the block kernel's 4 in flight). H200, 16384 x 4096 float32 (1024 packs), block vs
+    // warp: amax 101% vs 95% of copy, sum 99% vs 99%; the warp kernel's 8 loads a lane are
+    // interleaved with their maxes by ptxas (3 or 4 in flight). bfloat16 at 4096 (512 packs,
+    // 2 a thread): block 61-70%, warp 87-89%.
+    if ((packs < 4 * kRowsBlockThreads && many_rows) || forced.is("warp")) return group(Int<32>{}, Int<8>{});
   }
-  reduce_rows_block_kernel<In, Out, R, 4><<<grid_for(a.rows), kBlock, 0, stream>>>(x, out, a, r);
+  reduce_rows_block_kernel<In, Out, R, 4><<<grid_for(a.rows), kRowsBlockThreads, 0, stream>>>(x, out, a, r);
 }
 
 // Rows: few long rows (and whole-tensor reductions, one row) are split over blocks in one
@@ -159,7 +164,7 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
         at::empty({a.rows * a.splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
     at::Tensor graph_owned;
     unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
-    reduce_rows_split_kernel<In, Out, R, 4><<<grid_for(a.rows * a.splits), kBlock, 0, stream>>>(
+    reduce_rows_split_kernel<In, Out, R, 4><<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(
         x, out, a, reinterpret_cast<Acc*>(partial.mutable_data_ptr()), counters, r);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
