@@ -361,8 +361,9 @@ def test_ops_do_not_synchronize_the_host(name):
 
 @requires_two_gpus
 @pytest.mark.parametrize("name", OPS)
-def test_ops_on_a_second_cuda_device(name):
-    x1 = make_input((5, 7, 1025), torch.bfloat16, "cuda:1")
+@pytest.mark.parametrize("shape", [(5, 7, 1025), (3, 1 << 18)], ids=str)  # (3, 2^18): the row clusters
+def test_ops_on_a_second_cuda_device(name, shape):
+    x1 = make_input(shape, torch.bfloat16, "cuda:1")
     x0 = x1.to("cuda:0")
     with torch.cuda.device(0):  # the current device is not the input's
         got = getattr(reduce_ops, name)(x1.clone())
@@ -370,3 +371,15 @@ def test_ops_on_a_second_cuda_device(name):
     for g, e in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
         assert g.device == torch.device("cuda:1")
         assert_same_bits(g.cpu(), e.cpu())
+
+
+@requires_two_gpus
+@pytest.mark.parametrize("shape", [(5, 7, 1025), (3, 1 << 18)], ids=str)
+def test_softmax_backward_on_a_second_cuda_device(shape):
+    out1 = torch.softmax(make_input(shape, torch.bfloat16, "cuda:1"), -1)
+    grad1 = make_input(shape, torch.bfloat16, "cuda:1")
+    with torch.cuda.device(0):  # the current device is not the inputs'
+        got = reduce_ops.softmax_backward(grad1, out1, -1)
+    expected = reduce_ops.softmax_backward(grad1.to("cuda:0"), out1.to("cuda:0"), -1)
+    assert got.device == torch.device("cuda:1")
+    assert_same_bits(got.cpu(), expected.cpu())
