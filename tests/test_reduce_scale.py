@@ -363,7 +363,6 @@ def test_reduce_scale_property(data):
 
 
 # See test_softmax.py: the dispatcher's strategies; unrunnable ones fall back to automatic.
-CUDA_STRATEGIES = ROW_STRATEGIES
 STRATEGY_SHAPES = [(33, 100), (9, 1000), (5, 4096), (6, 1021), (6, 4099), (6, 70000), (6, 1 << 18)]
 
 
@@ -382,7 +381,7 @@ def special_rows(x, dtype):
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("strategy", ROW_STRATEGIES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", STRATEGY_SHAPES, ids=str)
 def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):

@@ -295,7 +295,6 @@ def test_softmax_property(data):
 
 # The dispatcher's strategies (conftest.ROW_STRATEGIES). A name that cannot run a shape (e.g.
 # "block" on an unaligned row) falls back to the automatic choice, so every case is still checked.
-CUDA_STRATEGIES = ROW_STRATEGIES
 # Small rows reach every strategy; 1021 and 4099 are not a multiple of any pack (scalar paths);
 # 70000 gives clusters of 4 (bfloat16) and 8 (float32) blocks, 2^18 float32 one of 16.
 STRATEGY_SHAPES = [(33, 100), (9, 1000), (5, 4096), (3, 1021), (4, 4099), (3, 70000), (3, 1 << 18)]
@@ -314,7 +313,7 @@ def special_rows(x):
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("strategy", ROW_STRATEGIES)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("shape", STRATEGY_SHAPES, ids=str)
 def test_softmax_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
@@ -331,7 +330,7 @@ def test_softmax_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("strategy", ROW_STRATEGIES)
 @pytest.mark.parametrize("shape", [(9, 1000), (3, 70000)], ids=str)
 def test_softmax_every_cuda_strategy_widening(monkeypatch, strategy, shape):
     # bfloat16 / half in, float32 out: the kernels that widen in registers.
@@ -342,7 +341,7 @@ def test_softmax_every_cuda_strategy_widening(monkeypatch, strategy, shape):
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", CUDA_STRATEGIES)
+@pytest.mark.parametrize("strategy", ROW_STRATEGIES)
 def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
     # Rows of a larger tensor (row stride != cols) and many rows (grid-stride loops).
     force_row_strategy(monkeypatch, strategy)

@@ -72,11 +72,18 @@ decltype(auto) with_ahead(Ahead automatic, Run run) {
   return run(AheadTag<Ahead::kNone>{});
 }
 
+// Bytes of a shared-memory stage of kPacks packs per thread of a `threads`-thread block (NextRow's
+// kShared layout): the forward clusters' next row, or the staged clusters' half of the row.
+template <typename In, int kVec, int kPacks>
+int64_t stage_smem(int threads) {
+  return int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(In));
+}
+
 // Dynamic shared memory of a forward cluster kernel of `threads` threads holding kPacks packs
 // per thread: its next row's packs under Ahead::kShared, none otherwise.
 template <Ahead kMode, typename In, int kVec, int kPacks>
 int64_t ahead_smem(int threads) {
-  return kMode == Ahead::kShared ? int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(In)) : 0;
+  return kMode == Ahead::kShared ? stage_smem<In, kVec, kPacks>(threads) : 0;
 }
 
 // Grid of a block-per-row register kernel over `rows` rows: grid_for's (at most 4 waves of
@@ -234,8 +241,8 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
       if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
         auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, true, Ahead::kNone, true>;
         return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, 2 * kPacks, automatic, [&](int blocks, int threads) {
-          const int64_t smem = int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(In));
-          return launch_on_clusters(kernel, g.rows, blocks, threads, smem, stream, x, y, g, policy);
+          return launch_on_clusters(kernel, g.rows, blocks, threads, stage_smem<In, kVec, kPacks>(threads), stream,
+                                    x, y, g, policy);
         });
       }
     }
@@ -390,8 +397,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
         constexpr int kPacks = kMaxRegPacks<Acc>;
         auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, true, true>;
         return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, [&](int blocks, int threads) {
-          const int64_t smem = int64_t{kPacks} * threads * kVec * static_cast<int64_t>(sizeof(T));
-          return launch_on_clusters(kernel, r.rows, blocks, threads, smem, stream, grad, out, gx, r);
+          return launch_on_clusters(kernel, r.rows, blocks, threads, stage_smem<T, kVec, kPacks>(threads), stream,
+                                    grad, out, gx, r);
         });
       }
       auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
