@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Times the column reduction (sum and amax over dim 0) under developer knobs, beside
-torch.compile, on the shapes that set the column launcher's constants (CUDA only).
+torch.compile, on the shapes that set the column launcher's constants (CUDA only); with
+--dim -1, the row and whole-tensor reductions (1-D shapes) the same way.
 
     python scripts/tune_cols.py --variant bps8:REDUCE_OPS_COLS_BLOCKS_PER_SM=8 \
         --variant g16:REDUCE_OPS_COLS_FOLD_GROUP=16
+    python scripts/tune_cols.py --dim -1 --shapes 1048576,16777216 --variant c16k:REDUCE_OPS_REDUCE_CHUNK=16384
 
 Each variant NAME:VAR=VALUE[,VAR=VALUE] sets environment variables that the launcher reads at
 every call; "auto" runs with none. Timing is bench.py's for reductions (CUDA events after a
@@ -33,6 +35,7 @@ def main():
     p.add_argument("--variant", action="append", default=[], metavar="NAME:VAR=VALUE[,VAR=VALUE]")
     p.add_argument("--shapes", help="comma list of ROWSxCOLS (default: the bench grid's six)")
     p.add_argument("--ops", default="sum,amax")
+    p.add_argument("--dim", type=int, default=0, help="the reduced dim (default 0; a 1-D shape is then whole)")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()
@@ -57,10 +60,10 @@ def main():
                 # Compiled afresh for every case, as bench.py does: one function would hit the
                 # recompile limit and fall back to eager.
                 torch._dynamo.reset()
-                theirs = torch.compile(lambda t, f=getattr(torch, op): f(t, 0), dynamic=False, fullgraph=True)
+                theirs = torch.compile(lambda t, f=getattr(torch, op): f(t, args.dim), dynamic=False, fullgraph=True)
                 x = torch.randn(shape, device="cuda", dtype=dtype)
                 nbytes = x.numel() * x.element_size()
-                reference = ours(x, [0], False).float()
+                reference = ours(x, [args.dim], False).float()
                 cells = []
                 for name, env in variants + ([] if args.no_compile else [("compile", None)]):
                     if env is None:
@@ -68,7 +71,7 @@ def main():
                         ok = same = True
                     else:
                         os.environ.update(env)
-                        fn = lambda: ours(x, [0], False)  # noqa: E731
+                        fn = lambda: ours(x, [args.dim], False)  # noqa: E731
                         got = fn().float()
                         ok = bool(torch.allclose(got, reference, rtol=1e-5, atol=1e-6))
                         same = bool(torch.equal(got, reference))

@@ -45,7 +45,9 @@ using Int = std::integral_constant<int, N>;
 //                               blocks (softmax.cu);
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
 //                               the column reduction's split sizing and first-level fold
-//                               (scripts/tune_cols.py).
+//                               (scripts/tune_cols.py);
+//   REDUCE_OPS_REDUCE_CHUNK=<n> the fewest elements of a split reduction row's segment
+//                               (whole-tensor reductions; scripts/tune_cols.py --dim -1).
 inline bool env_equals(const char* var, const char* value) {
   const char* s = std::getenv(var);
   return s != nullptr && std::strcmp(s, value) == 0;

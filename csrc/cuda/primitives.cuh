@@ -1,8 +1,11 @@
 // Device building blocks shared by every CUDA kernel: vector packs, warp and block all-reduce.
-// No knowledge of tensors or torch here.
+// No knowledge of tensors or torch here (only c10's 16-bit number types).
 #pragma once
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <cooperative_groups.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -25,6 +28,38 @@ struct alignas(sizeof(T) * kVec) Pack {
 // Elements of T in one 16-byte access.
 template <typename T>
 constexpr int kMaxVec = 16 / sizeof(T);
+
+// Element k of a pack of kVec In values held as 32-bit words (little-endian: element 0 in the
+// low bits), widened to Acc with bit operations. Packs are kept as words because a half /
+// bfloat16 array lives one element per 32-bit register (twice the registers, and spills).
+template <typename In, typename Acc, int kWords>
+__device__ __forceinline__ Acc widen_element(const uint32_t (&w)[kWords], int k) {
+  if constexpr (std::is_same_v<In, float>) {
+    return static_cast<Acc>(__uint_as_float(w[k]));
+  } else if constexpr (std::is_same_v<In, double>) {
+    return static_cast<Acc>(__hiloint2double(static_cast<int>(w[2 * k + 1]), static_cast<int>(w[2 * k])));
+  } else if constexpr (std::is_same_v<In, c10::BFloat16>) {
+    return static_cast<Acc>(__uint_as_float(k % 2 ? w[k / 2] & 0xffff0000u : w[k / 2] << 16));
+  } else {
+    static_assert(std::is_same_v<In, c10::Half>, "float, double, half or bfloat16");
+    return static_cast<Acc>(__half2float(__ushort_as_half(static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2))))));
+  }
+}
+
+// Element k of a Pack, widened to Acc. 16-bit packs go through their 32-bit words: the bfloat16
+// element of a word's high half is one AND of the word, where a conversion of the element
+// itself first moves it to the low half (two instructions instead of one; the column sums of
+// bfloat16 issue a conversion per element loaded).
+template <typename Acc, typename In, int kVec>
+__device__ __forceinline__ Acc widen(const Pack<In, kVec>& p, int k) {
+  if constexpr (sizeof(In) == 2 && kVec % 2 == 0) {
+    uint32_t w[kVec / 2];
+    memcpy(w, &p, sizeof(w));
+    return widen_element<In, Acc>(w, k);
+  } else {
+    return static_cast<Acc>(p.v[k]);
+  }
+}
 
 inline bool is_aligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;

@@ -33,9 +33,14 @@ constexpr int64_t kMinColsChunk = 256;
 // Rows of a column-split segment come in multiples of this: 4 rows in flight (the kernel's
 // unroll) for each of up to 16 rows of threads, so that no thread ends on a partial round.
 constexpr int64_t kColsChunkRows = 64;
-// Fewest elements one block of a split row takes: 16 per thread of 256, one unrolled round of
-// 16-byte loads in float32, so that a 2^20-element sum still spreads over 256 blocks.
-constexpr int64_t kMinReduceChunk = 4096;
+// A split row's segments: at least kMinReduceChunkBytes each (one unrolled round of 16-byte
+// loads for each of 256 threads), and no more than about kReduceSplitBlocks of them in all,
+// since each block pays its start, its block fold and its arrival. H200, whole sums and
+// amaxes (tune_cols.py, REDUCE_OPS_REDUCE_CHUNK): 2^24 bfloat16 16.5 -> 15.2 us (1053 -> 512
+// blocks), float32 23.0 -> 22.4; 2^20 bfloat16 8.2 -> 7.8 (256 -> 128 blocks); fewer than
+// 128 blocks lost (2^20 float32 in 64 blocks: 8.4 -> 9.3 us).
+constexpr int64_t kMinReduceChunkBytes = 16384;
+constexpr int64_t kReduceSplitBlocks = 512;
 // Rows the per-stream counter buffer serves; a split needs rows < sm_count * kBlocksPerSM,
 // far fewer.
 constexpr int64_t kMaxCounters = 4096;
@@ -147,8 +152,11 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   RowsArgs a{g.outer * g.inner, g.reduced, g.inner, g.outer_stride, g.inner_stride, g.reduced_stride, 1, g.reduced,
              false};
   const bool few_rows = a.rows < sm_count() * kBlocksPerSM;
-  if (few_rows && a.cols >= 2 * kMinReduceChunk) {
-    const RowSplit plan = split_rows(a.rows, a.cols, kMinReduceChunk);
+  const int64_t bytes = a.rows * a.cols * static_cast<int64_t>(sizeof(In));
+  const int64_t min_chunk = env_positive("REDUCE_OPS_REDUCE_CHUNK",
+                                         std::max(kMinReduceChunkBytes, bytes / kReduceSplitBlocks) / sizeof(In));
+  if (few_rows && a.cols >= 2 * min_chunk) {
+    const RowSplit plan = split_rows(a.rows, a.cols, min_chunk);
     a.splits = plan.splits;
     a.chunk = plan.chunk;
   } else if (forced.is("split") && a.rows <= kMaxCounters) {

@@ -76,7 +76,7 @@ __device__ __forceinline__ typename R::Value pack_value(const Pack<In, kVec>& p,
   using V = typename R::Value;
   V v[kVec];
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) v[k] = static_cast<V>(p.v[k]);
+  for (int k = 0; k < kVec; ++k) v[k] = widen<V>(p, k);
 #pragma unroll
   for (int step = 1; step < kVec; step *= 2) {
 #pragma unroll
@@ -480,8 +480,8 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
           // once per pack), which took bfloat16's column sums off the ALU bound.
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
-            const V s01 = r.reduce(static_cast<V>(v[0].v[k]), static_cast<V>(v[1].v[k]));
-            const V s23 = r.reduce(static_cast<V>(v[2].v[k]), static_cast<V>(v[3].v[k]));
+            const V s01 = r.reduce(widen<V>(v[0], k), widen<V>(v[1], k));
+            const V s23 = r.reduce(widen<V>(v[2], k), widen<V>(v[3], k));
             acc[k] = r.add(acc[k], r.reduce(s01, s23));
           }
         }
@@ -491,7 +491,7 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         for (; row < r1; row += step) {
           const P v = *reinterpret_cast<const P*>(base + row * a.reduced_stride);
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], static_cast<V>(v.v[k]));
+          for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v, k));
         }
       } else {
         for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));

@@ -98,23 +98,6 @@ __device__ __forceinline__ void store_pack(Out* p, const Acc (&v)[kVec]) {
   }
 }
 
-// Element k of a pack of kVec In values held as 32-bit words (little-endian: element 0 in the
-// low bits), widened to Acc with bit operations. Packs are kept as words because a half /
-// bfloat16 array lives one element per 32-bit register (twice the registers, and spills).
-template <typename In, typename Acc, int kWords>
-__device__ __forceinline__ Acc widen_element(const uint32_t (&w)[kWords], int k) {
-  if constexpr (std::is_same_v<In, float>) {
-    return static_cast<Acc>(__uint_as_float(w[k]));
-  } else if constexpr (std::is_same_v<In, double>) {
-    return static_cast<Acc>(__hiloint2double(static_cast<int>(w[2 * k + 1]), static_cast<int>(w[2 * k])));
-  } else if constexpr (std::is_same_v<In, c10::BFloat16>) {
-    return static_cast<Acc>(__uint_as_float(k % 2 ? w[k / 2] & 0xffff0000u : w[k / 2] << 16));
-  } else {
-    static_assert(std::is_same_v<In, c10::Half>, "float, double, half or bfloat16");
-    return static_cast<Acc>(__half2float(__ushort_as_half(static_cast<unsigned short>(w[k / 2] >> (16 * (k % 2))))));
-  }
-}
-
 // One pack of kVec In values (8 or 16 bytes) as 32-bit words.
 template <typename In, int kVec>
 struct PackWords {
