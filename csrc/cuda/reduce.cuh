@@ -76,7 +76,7 @@ __device__ __forceinline__ typename R::Value pack_value(const Pack<In, kVec>& p,
   using V = typename R::Value;
   V v[kVec];
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) v[k] = widen<V>(p, k);
+  for (int k = 0; k < kVec; ++k) v[k] = static_cast<V>(p.v[k]);
 #pragma unroll
   for (int step = 1; step < kVec; step *= 2) {
 #pragma unroll
