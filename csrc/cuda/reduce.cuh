@@ -264,8 +264,9 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_block_kernel(const In* __rest
 }
 
 // This thread's fold of partials[threadIdx.x], partials[threadIdx.x + blockDim.x], ... < n, in that
-// order, with 4 loads in flight: the last block of a 2^24-element sum folds 1056 partials, 4 or 5
-// L2 round trips one after another a thread without (H200: 2^24-element sums 2% faster).
+// order, with 4 loads in flight: the last block of a split row folds up to ~512 partials (1056
+// when this was measured), 2-5 L2 round trips one after another a thread without (H200:
+// 2^24-element sums 2% faster).
 template <typename R>
 __device__ __forceinline__ typename R::Acc fold_partials(const typename R::Acc* partials, int64_t n, const R& r) {
   constexpr int kInFlight = 4;
