@@ -152,9 +152,12 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   RowsArgs a{g.outer * g.inner, g.reduced, g.inner, g.outer_stride, g.inner_stride, g.reduced_stride, 1, g.reduced,
              false};
   const bool few_rows = a.rows < sm_count() * kBlocksPerSM;
+  // Only where a split can follow: the knob's getenv is ~0.1 us of a launch.
   const int64_t bytes = a.rows * a.cols * static_cast<int64_t>(sizeof(In));
-  const int64_t min_chunk = env_positive("REDUCE_OPS_REDUCE_CHUNK",
-                                         std::max(kMinReduceChunkBytes, bytes / kReduceSplitBlocks) / sizeof(In));
+  const int64_t min_chunk =
+      few_rows ? env_positive("REDUCE_OPS_REDUCE_CHUNK",
+                              std::max(kMinReduceChunkBytes, bytes / kReduceSplitBlocks) / sizeof(In))
+               : 0;
   if (few_rows && a.cols >= 2 * min_chunk) {
     const RowSplit plan = split_rows(a.rows, a.cols, min_chunk);
     a.splits = plan.splits;
