@@ -76,6 +76,9 @@ inline const cudaDeviceProp& props() { return *at::cuda::getCurrentDevicePropert
 
 inline int64_t sm_count() { return props().multiProcessorCount; }
 
+// The most blocks a grid's x dimension takes (2^31 - 1).
+constexpr int64_t kMaxGridBlocks = 2147483647;
+
 // Grid for `items` independent block-sized work items: one block each, at most four waves of
 // resident blocks (kernels loop over the rest).
 inline int64_t grid_for(int64_t items) {

@@ -86,15 +86,39 @@ int64_t ahead_smem(int threads) {
   return kMode == Ahead::kShared ? stage_smem<In, kVec, kPacks>(threads) : 0;
 }
 
-// Grid of a block-per-row register kernel over `rows` rows: grid_for's (at most 4 waves of
-// 256-thread blocks). REDUCE_OPS_ROW_WAVES=<n> (a developer knob: tests use it to make each
-// block run several rows) caps it at n waves of resident blocks instead; 1 or 2 waves were
-// slower (H200, 16384 x 4096 float32 softmax: 92% -> 87% of copy).
+// Grid of a row kernel whose blocks loop over `items` rows (or groups of rows, one per warp or
+// lane group) with a grid stride: `automatic` (at most items), unless REDUCE_OPS_ROW_WAVES=<n>
+// (a developer knob: tests use it to make each block run several rows) caps it at n waves of
+// resident blocks instead.
+template <typename Kernel>
+int64_t row_loop_grid(Kernel kernel, int64_t items, int threads, int64_t smem, int64_t automatic) {
+  const int64_t waves = env_positive("REDUCE_OPS_ROW_WAVES", 0);
+  if (waves == 0) return automatic;
+  return std::max<int64_t>(1, std::min(items, waves * sm_count() * resident_blocks(kernel, threads, static_cast<size_t>(smem))));
+}
+
+// Grid of a block-per-row register kernel over `rows` rows (row_loop_grid): one block per row
+// (grid.x's limit past 2^31 - 1 rows). H200 (tune_rows.py), against grid_for's 4 waves of blocks
+// that each looped over ~4 rows: float32 65536 x 2048 softmax 90% -> 96% of copy, ReduceScale
+// 90 -> 96, backward 97 -> 101; 16384 x 4096 softmax 92 -> 94, ReduceScale 92 -> 94; bfloat16
+// 16384 x 4096 ReduceScale 86 -> 89, backward 93 -> 96, softmax 87 -> 86 (noise). Fewer waves lost
+// (1 or 2 waves: 16384 x 4096 float32 softmax 92% -> 87%).
 template <typename Kernel>
 int64_t row_kernel_grid(Kernel kernel, int64_t rows, int threads, int64_t smem) {
-  const int64_t waves = env_positive("REDUCE_OPS_ROW_WAVES", 0);
-  if (waves == 0) return grid_for(rows);
-  return std::max<int64_t>(1, std::min(rows, waves * sm_count() * resident_blocks(kernel, threads, static_cast<size_t>(smem))));
+  return row_loop_grid(kernel, rows, threads, smem, std::min<int64_t>(rows, kMaxGridBlocks));
+}
+
+// Grid of a warp-per-row kernel (a lane group per row, `groups` blocks' worth of rows): at most
+// kWarpRowWaves waves of resident blocks, so that on the largest grids each lane group runs a few
+// rows (its next one loaded ahead). H200 (tune_rows.py), 16 waves against grid_for's 4 and one
+// row per group: float32 442368 x 128 ReduceScale 91% / 93% / 92% of copy, softmax 93 / 95 / 95,
+// backward 97 / 99 / 100; bfloat16 262144 x 256 ReduceScale 88 / 90 / 84, softmax 90 / 91 / 88,
+// backward 93 / 96 / 94 (one row per group lost on 16-bit rows: blocks of 4 KB).
+constexpr int kWarpRowWaves = 16;
+template <typename Kernel>
+int64_t warp_kernel_grid(Kernel kernel, int64_t groups) {
+  const int64_t waves = int64_t{kWarpRowWaves} * sm_count() * resident_blocks(kernel, kBlock, 0);
+  return row_loop_grid(kernel, groups, kBlock, 0, std::max<int64_t>(1, std::min(groups, waves)));
 }
 
 // A row of `cols` elements long enough that leaving most SMs idle costs more than the split
@@ -176,8 +200,9 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   const int64_t packs = ceil_div(g.cols, kVec);
   auto run = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-    row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth>
-        <<<grid_for(ceil_div(g.rows, kBlock / kWidth)), kBlock, 0, stream>>>(x, y, g, policy);
+    auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth>;
+    const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
+    kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(x, y, g, policy);
   };
   if constexpr (kVec > 1) {
     // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
@@ -360,8 +385,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   auto warp = [&] {
     auto run = [&](auto packs_tag, auto width_tag) {
       constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-      softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth>
-          <<<grid_for(ceil_div(r.rows, kBlock / kWidth)), kBlock, 0, stream>>>(grad, out, gx, r);
+      auto kernel = softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth>;
+      const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
+      kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(grad, out, gx, r);
     };
     // 16 lanes for 9-16 packs (bfloat16 x 128): 32 lanes left half of them idle (H200,
     // 442368 x 128 bfloat16: 89% of copy).
