@@ -314,13 +314,14 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   const bool warp_fits = packs <= 32 * kMaxWarpPacks;
   // block: kMaxRegPacks x kMaxRegThreads packs (128 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kMaxRegThreads;
-  // The automatic choice: a warp per row wherever it fits, a block per row (up to 1024 threads)
-  // wherever that fits, clusters only past that. H200 (tune_rows.py), 65536 x 1024, since the
-  // max became one instruction: warp vs block 95% vs 91% of copy (float32 softmax), 87 vs 86
-  // (bfloat16), ReduceScale 94 vs 91 (float32) and 91 vs 86 (bfloat16); before it the block won
-  // (bfloat16 softmax 79 vs 74). At 4096 x 32768 float32 one 1024-thread block beat a cluster of
-  // two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
-  const bool warp_preferred = warp_fits;
+  // The automatic choice: a warp per row up to 2 packs a lane (4 for 16-bit rows), a block per
+  // row (up to 1024 threads) wherever that fits, clusters only past that. H200 (tune_rows.py),
+  // warp vs block since the block kernels run one block per row, % of copy: float32 262144 x 512
+  // softmax 96 vs 99, 65536 x 1024 95 vs 97 (ReduceScale 94 vs 96); bfloat16 65536 x 1024
+  // softmax 91 vs 87 (ReduceScale 92 vs 91), 262144 x 512 95 vs 75, 131072 x 1536 75 vs 94,
+  // 65536 x 2048 81 vs 92 (ReduceScale 83 vs 96). At 4096 x 32768 float32 one 1024-thread block
+  // beat a cluster of two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
+  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= (sizeof(In) == 2 ? 4 : 2) * kWarpSize);
   // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
   const bool smem_fits = g.cols * static_cast<int64_t>(sizeof(In)) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
@@ -375,10 +376,11 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   const bool warp_fits = packs <= 32 * kRowPacks;
   // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kRowPacks} * kMaxRegThreads;
-  // A warp up to 2 packs a lane (the block won at 65536 x 1024 on an H200: bfloat16 93% of copy
-  // vs 75%), then a block wherever it fits, then clusters (4096 x 32768 bfloat16: block 99%, a
-  // cluster 94%).
-  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= 2 * kWarpSize);
+  // A warp up to 2 packs a lane (1 for 16-bit rows), then a block wherever it fits, then
+  // clusters. H200 (tune_rows.py), warp vs block: 65536 x 1024 bfloat16 75% vs 93% of copy;
+  // since the block kernels run one block per row, bfloat16 262144 x 512 95 vs 101, float32
+  // 262144 x 256 100% on the warp; 4096 x 32768 bfloat16: block 99%, a cluster 94%.
+  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= (sizeof(T) == 2 ? 1 : 2) * kWarpSize);
   // smem: both rows fit one block's opt-in shared memory.
   const bool smem_fits = smem <= block_smem_limit();
   const bool few_rows = too_few_blocks(r.rows, 1, r.cols);
