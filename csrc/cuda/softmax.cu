@@ -238,9 +238,9 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // Blocks of 256+ threads load their next row ahead (H200, 16384 x 4096 bfloat16 softmax:
     // 80% -> 86% of copy, when blocks looped over rows); 64-thread blocks lost more to their
     // registers than they gained (65536 x 1024 bfloat16 softmax: 80% -> 74%). With one block per
-    // row (row_kernel_grid) there is no next row, but the mode still issues the row's loads as
-    // one batch into NextRow's registers, which kept 16384 x 4096 bfloat16 softmax at 87% of copy
-    // against 84% without (REDUCE_OPS_AHEAD=none, h200_study/tune_rows_grids.txt).
+    // row (row_kernel_grid) there is no next row, but the mode still loads the row into NextRow's
+    // registers before the loop; 16384 x 4096 bfloat16 softmax kept 86-87% of copy with it
+    // against 84-85% without (REDUCE_OPS_AHEAD=none, two runs, h200_study/tune_rows_grids.txt).
     if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone);
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
     return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
