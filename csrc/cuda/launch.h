@@ -41,8 +41,8 @@ using Int = std::integral_constant<int, N>;
 //                               the rows' cluster kernels hold each block's share in registers
 //                               only, or half of it (softmax_backward: out) in shared memory,
 //                               the default (softmax.cu);
-//   REDUCE_OPS_ROW_WAVES=<n>    the block-per-row register kernels' grid, in waves of resident
-//                               blocks (softmax.cu);
+//   REDUCE_OPS_ROW_WAVES=<n>    the grid of the rows' block-per-row register kernels and
+//                               warp-per-row kernels, in waves of resident blocks (softmax.cu);
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
 //                               the column reduction's split sizing and first-level fold
 //                               (scripts/tune_cols.py);
