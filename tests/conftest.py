@@ -425,8 +425,12 @@ def row_count(rows, cols, device):
 # without that way loads in turn), so that the next row really is another one. Shapes: 2, 4 and 8
 # packs per thread of a block; clusters of 4 / 8 blocks (70000) and, for float32, 16 (2^18).
 # "cluster-staged" (the clusters with half of each block's share in shared memory) adds 2^19
-# (clusters of 16 blocks in float32, 8 in bfloat16).
-NEXT_ROW_CASES = [("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
+# (clusters of 16 blocks in float32, 8 in bfloat16). "warp": a lane group per row, several rows
+# per group (their automatic grid of 16 waves leaves test-sized inputs one row a group), the next
+# row in registers where a lane holds 1-2 packs (128 columns) and not at 1000; REDUCE_OPS_AHEAD
+# does not reach them.
+NEXT_ROW_CASES = [("warp", (40000, 128)), ("warp", (20000, 1000)),
+                  ("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
                   ("cluster", (70, 70000)), ("cluster", (20, 1 << 18)),
                   ("cluster-staged", (70, 70000)), ("cluster-staged", (20, 1 << 18)), ("cluster-staged", (9, 1 << 19))]
 

@@ -151,13 +151,14 @@ def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, row
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
 
 
-# Several rows per block (one wave of blocks, REDUCE_OPS_ROW_WAVES=1) or per cluster: 2 and 4
-# packs per thread of a block, clusters of 2 to 16 blocks, a NaN row among finite ones; the
-# staged clusters refill their stage every row, so several rows per cluster test its barrier.
+# Several rows per lane group or block (one wave of blocks, REDUCE_OPS_ROW_WAVES=1) or per
+# cluster: a warp kernel, 2 and 4 packs per thread of a block, clusters of 2 to 16 blocks, a NaN
+# row among finite ones; the staged clusters refill their stage every row, so several rows per
+# cluster test its barrier.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("strategy,rows,cols",
-                         [("block", 1500, 1000), ("block", 300, 4096), ("block", 150, 16384)]
+                         [("warp", 40000, 128), ("block", 1500, 1000), ("block", 300, 4096), ("block", 150, 16384)]
                          + [(strategy, rows, cols) for strategy in ("cluster", "cluster-staged")
                             for rows, cols in [(70, 70000), (20, 1 << 18), (9, 1 << 19)]], ids=str)
 def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, strategy, rows, cols):
