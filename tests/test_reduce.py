@@ -505,23 +505,27 @@ def _hard_sum_inputs(n, device):
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
 @pytest.mark.parametrize("view", ["flat", "rows", "cols"])
-def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     # Compensated: each thread adds one pack's pairwise sum (<= 8 elements: 3 roundings) with
     # Neumaier's correction, and partials merge compensated, so |error| <= ~6 u sum|x| (u = 2^-24)
     # whatever the length (a plain float32 sum's bound grows with the length each thread adds).
-    x = _hard_sum_inputs(1 << 24, "cuda")[kind]
+    # Every sum into a float32 result is compensated: bfloat16 inputs with dtype=torch.float32 too.
+    x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0)}[view]
     ref = x.double().sum(dim if dim is not None else ())
     bound = 8 * 2.0 ** -24 * x.double().abs().sum(dim if dim is not None else ())
-    err = (reduce_ops.sum(x, dim).double() - ref).abs()
+    err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()
     assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
 
 
 @requires_cuda
+@pytest.mark.parametrize("knob", ["plain", "compensated"])
 @pytest.mark.parametrize("shape,dim", [((1 << 20,), None), ((1021, 1031), 0), ((1021, 1031), 1)], ids=str)
-def test_plain_cuda_sum_knob_still_meets_the_accumulation_bound(monkeypatch, shape, dim):
-    # REDUCE_OPS_SUM=plain (for measuring what compensation costs) must still be a correct sum.
-    monkeypatch.setenv("REDUCE_OPS_SUM", "plain")
+def test_cuda_sum_knob_still_meets_the_accumulation_bound(monkeypatch, knob, shape, dim):
+    # REDUCE_OPS_SUM=plain|compensated (for measuring what compensation costs) must still be a
+    # correct sum, into either result dtype.
+    monkeypatch.setenv("REDUCE_OPS_SUM", knob)
     for dtype in (torch.float32, torch.bfloat16):
         check_sum(make_input(shape, dtype, "cuda"), dim)
 

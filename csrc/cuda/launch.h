@@ -32,7 +32,9 @@ using Int = std::integral_constant<int, N>;
 // a test can change them between calls:
 //   REDUCE_OPS_STRATEGY=<name>  forces a kernel strategy where it applies and can run the shape
 //                               (launchers ignore names that are not theirs);
-//   REDUCE_OPS_SUM=plain        sums without compensation (to measure what compensation costs);
+//   REDUCE_OPS_SUM=plain|compensated
+//                               sums without or with compensation, whatever the result's dtype
+//                               (to measure what compensation costs; reduce.cu's rule otherwise);
 //   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster path tries that cluster size only;
 //   REDUCE_OPS_AHEAD=none|registers|shared
 //                               how the forward row register kernels load their next row,

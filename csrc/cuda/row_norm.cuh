@@ -47,6 +47,7 @@ struct SoftmaxPolicy {
     Acc inv_sum;
     __device__ Acc operator()(Acc e) const { return e * inv_sum; }
   };
+  static constexpr bool kAbsKey = false;
   __device__ static Acc key(Acc x) { return x; }
   __device__ Acc stat(Acc max) const { return max; }
   // kNormal: the caller knows x - max > -87 (exp_is_normal), so exp needs no subnormal care.
@@ -64,6 +65,7 @@ struct ReduceScalePolicy {
   static constexpr bool kNeedsSum = false;
   Acc eps;
   Acc* scale;  // one per row
+  static constexpr bool kAbsKey = true;
   __device__ static Acc key(Acc x) { return fabs(x); }  // |-0| = +0, as torch's x.abs()
   __device__ Acc stat(Acc absmax) const { return clamp_min_keep_nan(absmax, eps); }
   template <bool kNormal = false>
@@ -111,6 +113,69 @@ struct PackWords {
   }
   template <typename Acc>
   __device__ __forceinline__ Acc get(int k) const { return widen_element<In, Acc, kWords>(w, k); }
+};
+
+// A thread's running max of Policy::key(x) over its values of a row and, for softmax, their
+// min (with_exp_mode). 16-bit packs fold as they are, two values per 32-bit word and instruction
+// (max.NaN / min on bf16x2 or f16x2: exact, NaN-propagating as MaxOp for the max; the min skips
+// NaN, as fmin), where the float fold costs a conversion, a max and a min per value.
+// (Packed 16-bit max / min are sm_80+; older targets fold floats.)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr bool kPackedMinMax = false;
+#else
+constexpr bool kPackedMinMax = true;
+#endif
+template <typename In, typename Acc, typename Policy>
+struct MaxFold {
+  static constexpr bool kPacked = kPackedMinMax && std::is_same_v<Acc, float> &&
+                                  (std::is_same_v<In, c10::BFloat16> || std::is_same_v<In, c10::Half>);
+  static constexpr bool kBf16 = std::is_same_v<In, c10::BFloat16>;
+  // Both halves -inf (max's identity) and +inf (min's).
+  static constexpr uint32_t kNegInf = kBf16 ? 0xff80ff80u : 0xfc00fc00u;
+  static constexpr uint32_t kPosInf = kBf16 ? 0x7f807f80u : 0x7c007c00u;
+  Acc m = MaxOp<Acc>::identity();
+  Acc lo = std::numeric_limits<Acc>::infinity();
+  uint32_t pm = kNegInf, plo = kPosInf;
+
+  __device__ __forceinline__ void add(Acc v) {
+    m = MaxOp<Acc>()(m, Policy::key(v));
+    if constexpr (Policy::kNeedsSum) lo = fmin(lo, v);
+  }
+  template <int kVec>
+  __device__ __forceinline__ void add(const PackWords<In, kVec>& p) {
+    if constexpr (kPacked) {
+#pragma unroll
+      for (int i = 0; i < PackWords<In, kVec>::kWords; ++i) {
+        const uint32_t key = Policy::kAbsKey ? p.w[i] & 0x7fff7fffu : p.w[i];  // |x|: sign bits off
+        if constexpr (kBf16) asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(pm) : "r"(pm), "r"(key));
+        else asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(pm) : "r"(pm), "r"(key));
+        if constexpr (Policy::kNeedsSum) {
+          if constexpr (kBf16) asm("min.bf16x2 %0, %1, %2;" : "=r"(plo) : "r"(plo), "r"(p.w[i]));
+          else asm("min.f16x2 %0, %1, %2;" : "=r"(plo) : "r"(plo), "r"(p.w[i]));
+        }
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) add(p.template get<Acc>(k));
+    }
+  }
+  // The thread's max of key(x) and min of x (+inf where not needed or no values).
+  __device__ __forceinline__ Acc max() const {
+    if constexpr (kPacked) {
+      const uint32_t w[1] = {pm};
+      return MaxOp<Acc>()(m, MaxOp<Acc>()(widen_element<In, Acc, 1>(w, 0), widen_element<In, Acc, 1>(w, 1)));
+    } else {
+      return m;
+    }
+  }
+  __device__ __forceinline__ Acc min() const {
+    if constexpr (kPacked && Policy::kNeedsSum) {
+      const uint32_t w[1] = {plo};
+      return fmin(lo, fmin(widen_element<In, Acc, 1>(w, 0), widen_element<In, Acc, 1>(w, 1)));
+    } else {
+      return lo;
+    }
+  }
 };
 
 // Packs per thread of each row up to which the warp kernels (this file's and
@@ -224,38 +289,40 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   next.load(row_ptr(first_row));
   for (int64_t row = first_row; row - group_in_warp < g.rows; row += row_step) {
     const bool row_ok = row < g.rows;
+    auto in_row = [&](int p) { return row_ok && (static_cast<int64_t>(p) * kWidth + lane) * kVec < g.cols; };
     Acc v[kPacks][kVec];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-      if (row_ok && col < g.cols) {
+      if (in_row(p)) {
         if constexpr (kAhead != Ahead::kNone) {
           const auto w = next.take(p);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) v[p][k] = w.template get<Acc>(k);
         } else {
           In raw[kVec];
-          load_pack<In, kVec>(x + row * g.x_row_stride + col, raw);
+          load_pack<In, kVec>(x + row * g.x_row_stride + (static_cast<int64_t>(p) * kWidth + lane) * kVec, raw);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) v[p][k] = static_cast<Acc>(raw[k]);
         }
       }
     }
-    next.load(row_ptr(row + row_step));
-    Acc m = MaxOp<Acc>::identity();
-    Acc lo = std::numeric_limits<Acc>::infinity();  // softmax: this lane's min (with_exp_mode)
+    // Folded from the prefetched words while they are still held (16-bit: two values at a time,
+    // see MaxFold), else from the values.
+    MaxFold<In, Acc, Policy> fold;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-      if (row_ok && col < g.cols) {
+      if (in_row(p)) {
+        if constexpr (kAhead != Ahead::kNone) {
+          fold.add(next.take(p));
+        } else {
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          m = MaxOp<Acc>()(m, Policy::key(v[p][k]));
-          if constexpr (Policy::kNeedsSum) lo = fmin(lo, v[p][k]);
+          for (int k = 0; k < kVec; ++k) fold.add(v[p][k]);
         }
       }
     }
-    m = warp_all_reduce<kWidth>(m, MaxOp<Acc>());
+    next.load(row_ptr(row + row_step));
+    const Acc lo = fold.min();  // softmax: this lane's min (with_exp_mode)
+    Acc m = warp_all_reduce<kWidth>(fold.max(), MaxOp<Acc>());
     const Acc stat = policy.stat(m);
     Acc sum = Acc(0);
     if constexpr (Policy::kNeedsSum) {
@@ -331,6 +398,16 @@ struct RowFragment {
     PackWords<In, kVec> pk;
     pk.load(src);
     take(p, pk);
+  }
+  // Folds pack p into `fold`: as raw words where they are held (16-bit packs fold two at a time).
+  template <typename Fold>
+  __device__ __forceinline__ void fold(int p, Fold& fold) const {
+    if constexpr (kHoldsAcc) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) fold.add(v[p][k]);
+    } else {
+      fold.add(raw[p]);
+    }
   }
   __device__ __forceinline__ void take(int p, const PackWords<In, kVec>& pk) {
     if constexpr (kHoldsAcc) {
@@ -413,6 +490,8 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     Fragment f;
     if constexpr (kStaged) staged.load(row_ptr(row));  // the copy flies while the registers load
     next.wait();
+    // Every load issued before the first is used (one loop each: folded in the loading loop,
+    // ptxas waited for each pack before loading the next).
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
@@ -421,30 +500,20 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
         else f.load(p, x + row * g.x_row_stride + q * kVec);
       }
     }
-    Acc m = MaxOp<Acc>::identity();
-    Acc lo = std::numeric_limits<Acc>::infinity();  // softmax: this thread's min (with_exp_mode)
-    auto fold_max = [&](Acc v) {
-      m = MaxOp<Acc>()(m, Policy::key(v));
-      if constexpr (Policy::kNeedsSum) lo = fmin(lo, v);
-    };
+    MaxFold<In, Acc, Policy> fold;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      if (first + p * static_cast<int>(blockDim.x) < packs) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) fold_max(f.get(p, k));
-      }
+      if (first + p * static_cast<int>(blockDim.x) < packs) f.fold(p, fold);
     }
     if constexpr (kStaged) {
       staged.wait();
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
-        if (staged_ok(p)) {
-          const PackWords<In, kVec> w = staged.take(p);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) fold_max(w.template get<Acc>(k));
-        }
+        if (staged_ok(p)) fold.add(staged.take(p));
       }
     }
+    Acc m = fold.max();
+    const Acc lo = fold.min();  // softmax: this thread's min (with_exp_mode)
     // The next row's loads: into registers as soon as f holds this row's values, into shared
     // memory once every thread has passed the barrier after its reads (see NextRow).
     if constexpr (kAhead == Ahead::kRegisters) next.load(row_ptr(row + share.row_step()));
@@ -598,13 +667,17 @@ struct SplitArgs {
 };
 
 // Calls body(p, v) for this thread's packs p = threadIdx.x, threadIdx.x + blockDim.x, ... below
-// `packs` of `src`, in that order, v holding pack p's kVec values. kSplitUnroll packs are loaded
-// before the first is used, so that several are in flight (one at a time: H200 8 x 2^24
-// bfloat16 softmax 46% of copy, 57% with four).
+// `packs` of `src`, v holding pack p's kVec values, in tiles of kSplitUnroll x blockDim.x packs:
+// first tile first, or with kLastFirst the last tile first. kSplitUnroll packs are loaded before
+// the first is used, so that several are in flight (one at a time: H200 8 x 2^24 bfloat16
+// softmax 46% of copy, 57% with four).
 constexpr int kSplitUnroll = 4;
-template <typename In, int kVec, typename Body>
+template <typename In, int kVec, bool kLastFirst = false, typename Body>
 __device__ __forceinline__ void for_each_split_pack(const In* src, int64_t packs, Body body) {
-  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kSplitUnroll * static_cast<int64_t>(blockDim.x)) {
+  const int64_t tile = kSplitUnroll * static_cast<int64_t>(blockDim.x);
+  const int64_t tiles = (packs + tile - 1) / tile;
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t p0 = (kLastFirst ? tiles - 1 - i : i) * tile + threadIdx.x;
     In raw[kSplitUnroll][kVec];
 #pragma unroll
     for (int u = 0; u < kSplitUnroll; ++u) {
@@ -661,12 +734,15 @@ __global__ void row_norm_partial_kernel(const In* __restrict__ x, RowPartial<Acc
   }
 }
 
+// The second pass walks the first's work backwards: its items last first, each segment's packs
+// last tile first, so that it starts on what the partial pass read last, still in L2.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                       const RowPartial<Acc>* __restrict__ partial, RowGeometry g,
                                       SplitArgs s, Policy policy) {
   const int64_t items = g.rows * s.splits;
-  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    const int64_t w = items - 1 - i;
     const int64_t row = w / s.splits, seg = w % s.splits, c0 = seg * s.chunk;
     const RowPartial<Acc>* rp = partial + row * s.splits;
     Acc m = MaxOp<Acc>::identity();
@@ -682,7 +758,7 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
     const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
     const In* xs = x + row * g.x_row_stride + c0;
     Out* ys = y + row * g.y_row_stride + c0;
-    for_each_split_pack<In, kVec>(xs, n / kVec, [&](int64_t p, const In (&raw)[kVec]) {
+    for_each_split_pack<In, kVec, true>(xs, n / kVec, [&](int64_t p, const In (&raw)[kVec]) {
       Acc lo = std::numeric_limits<Acc>::infinity();
 #pragma unroll
       for (int k = 0; k < kVec; ++k) lo = fmin(lo, static_cast<Acc>(raw[k]));
