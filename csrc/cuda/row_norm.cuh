@@ -142,6 +142,17 @@ struct MaxFold {
     if constexpr (Policy::kNeedsSum) lo = fmin(lo, v);
   }
   template <int kVec>
+  __device__ __forceinline__ void add(const In (&raw)[kVec]) {
+    if constexpr (kPacked && kVec % 2 == 0) {
+      PackWords<In, kVec> p;
+      memcpy(p.w, raw, sizeof(p.w));
+      add(p);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) add(static_cast<Acc>(raw[k]));
+    }
+  }
+  template <int kVec>
   __device__ __forceinline__ void add(const PackWords<In, kVec>& p) {
     if constexpr (kPacked) {
 #pragma unroll
@@ -291,6 +302,7 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     const bool row_ok = row < g.rows;
     auto in_row = [&](int p) { return row_ok && (static_cast<int64_t>(p) * kWidth + lane) * kVec < g.cols; };
     Acc v[kPacks][kVec];
+    MaxFold<In, Acc, Policy> fold;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (in_row(p)) {
@@ -306,9 +318,9 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
         }
       }
     }
-    // Folded from the prefetched words while they are still held (16-bit: two values at a time,
-    // see MaxFold), else from the values.
-    MaxFold<In, Acc, Policy> fold;
+    // The prefetched words fold while they are still held (16-bit: two values at a time, see
+    // MaxFold). Loaded packs fold as values: folding their words as they arrived made ptxas wait
+    // for the first pack before loading the last (bfloat16 ReduceScale, 4 packs a lane).
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (in_row(p)) {
@@ -500,10 +512,15 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
         else f.load(p, x + row * g.x_row_stride + q * kVec);
       }
     }
+    // From the prefetched words while they are still held (they become the next row's after the
+    // fold), else from the fragment (16-bit words two values at a time, see MaxFold).
     MaxFold<In, Acc, Policy> fold;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      if (first + p * static_cast<int>(blockDim.x) < packs) f.fold(p, fold);
+      if (first + p * static_cast<int>(blockDim.x) < packs) {
+        if constexpr (kAhead == Ahead::kRegisters) fold.add(next.take(p));
+        else f.fold(p, fold);
+      }
     }
     if constexpr (kStaged) {
       staged.wait();
@@ -667,17 +684,13 @@ struct SplitArgs {
 };
 
 // Calls body(p, v) for this thread's packs p = threadIdx.x, threadIdx.x + blockDim.x, ... below
-// `packs` of `src`, v holding pack p's kVec values, in tiles of kSplitUnroll x blockDim.x packs:
-// first tile first, or with kLastFirst the last tile first. kSplitUnroll packs are loaded before
-// the first is used, so that several are in flight (one at a time: H200 8 x 2^24 bfloat16
-// softmax 46% of copy, 57% with four).
+// `packs` of `src`, in that order, v holding pack p's kVec values. kSplitUnroll packs are loaded
+// before the first is used, so that several are in flight (one at a time: H200 8 x 2^24
+// bfloat16 softmax 46% of copy, 57% with four).
 constexpr int kSplitUnroll = 4;
-template <typename In, int kVec, bool kLastFirst = false, typename Body>
+template <typename In, int kVec, typename Body>
 __device__ __forceinline__ void for_each_split_pack(const In* src, int64_t packs, Body body) {
-  const int64_t tile = kSplitUnroll * static_cast<int64_t>(blockDim.x);
-  const int64_t tiles = (packs + tile - 1) / tile;
-  for (int64_t i = 0; i < tiles; ++i) {
-    const int64_t p0 = (kLastFirst ? tiles - 1 - i : i) * tile + threadIdx.x;
+  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kSplitUnroll * static_cast<int64_t>(blockDim.x)) {
     In raw[kSplitUnroll][kVec];
 #pragma unroll
     for (int u = 0; u < kSplitUnroll; ++u) {
@@ -702,47 +715,60 @@ __global__ void row_norm_partial_kernel(const In* __restrict__ x, RowPartial<Acc
     const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
     const In* xs = x + row * g.x_row_stride + c0;
     Acc m = MaxOp<Acc>::identity(), sum = Acc(0);
-    for_each_split_pack<In, kVec>(xs, n / kVec, [&](int64_t, const In (&raw)[kVec]) {
-      Acc pm = MaxOp<Acc>::identity(), lo = std::numeric_limits<Acc>::infinity();
+    // A tile of kSplitUnroll packs at a time (loaded together, as for_each_split_pack): its max
+    // and min first (16-bit packs two values per instruction, MaxFold), so that softmax rescales
+    // its running sum once per tile, then its exps summed into two accumulators. H200, 8 x 2^24
+    // bfloat16 softmax, against a rescale check and a serial sum per pack:
+    const int64_t packs = n / kVec;
+    for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kSplitUnroll * static_cast<int64_t>(blockDim.x)) {
+      auto in_tile = [&](int u) { return p0 + u * static_cast<int64_t>(blockDim.x) < packs; };
+      In raw[kSplitUnroll][kVec];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const Acc v = static_cast<Acc>(raw[k]);
-        pm = MaxOp<Acc>()(pm, Policy::key(v));
-        lo = fmin(lo, v);
+      for (int u = 0; u < kSplitUnroll; ++u) {
+        if (in_tile(u)) load_pack<In, kVec>(xs + (p0 + u * static_cast<int64_t>(blockDim.x)) * kVec, raw[u]);
+      }
+      MaxFold<In, Acc, Policy> fold;
+#pragma unroll
+      for (int u = 0; u < kSplitUnroll; ++u) {
+        if (in_tile(u)) fold.add(raw[u]);
       }
       if constexpr (Policy::kNeedsSum) {
-        const Acc new_m = MaxOp<Acc>()(m, pm);
+        const Acc new_m = MaxOp<Acc>()(m, fold.max());
         if (!(new_m == m)) {
           sum = rescaled_sum(sum, m, new_m);
           m = new_m;
         }
         if (m != -std::numeric_limits<Acc>::infinity()) {
-          with_exp_mode(Policy::exp_is_normal(lo, m), [&](auto normal) {
+          with_exp_mode(Policy::exp_is_normal(fold.min(), m), [&](auto normal) {
+            Acc part[2] = {Acc(0), Acc(0)};
 #pragma unroll
-            for (int k = 0; k < kVec; ++k) {
-              sum += Policy::template transform<decltype(normal)::value>(static_cast<Acc>(raw[k]), m);
+            for (int u = 0; u < kSplitUnroll; ++u) {
+              if (in_tile(u)) {
+#pragma unroll
+                for (int k = 0; k < kVec; ++k) {
+                  part[k % 2] += Policy::template transform<decltype(normal)::value>(static_cast<Acc>(raw[u][k]), m);
+                }
+              }
             }
+            sum += part[0] + part[1];
           });
         }
       } else {
-        m = MaxOp<Acc>()(m, pm);
+        m = MaxOp<Acc>()(m, fold.max());
       }
-    });
+    }
     const Acc block_m = block_all_reduce(m, MaxOp<Acc>());
     if constexpr (Policy::kNeedsSum) sum = block_all_reduce(rescaled_sum(sum, m, block_m), SumOp<Acc>());
     if (threadIdx.x == 0) partial[w] = {block_m, sum};
   }
 }
 
-// The second pass walks the first's work backwards: its items last first, each segment's packs
-// last tile first, so that it starts on what the partial pass read last, still in L2.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                       const RowPartial<Acc>* __restrict__ partial, RowGeometry g,
                                       SplitArgs s, Policy policy) {
   const int64_t items = g.rows * s.splits;
-  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
-    const int64_t w = items - 1 - i;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const int64_t row = w / s.splits, seg = w % s.splits, c0 = seg * s.chunk;
     const RowPartial<Acc>* rp = partial + row * s.splits;
     Acc m = MaxOp<Acc>::identity();
@@ -758,7 +784,7 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
     const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
     const In* xs = x + row * g.x_row_stride + c0;
     Out* ys = y + row * g.y_row_stride + c0;
-    for_each_split_pack<In, kVec, true>(xs, n / kVec, [&](int64_t p, const In (&raw)[kVec]) {
+    for_each_split_pack<In, kVec>(xs, n / kVec, [&](int64_t p, const In (&raw)[kVec]) {
       Acc lo = std::numeric_limits<Acc>::infinity();
 #pragma unroll
       for (int k = 0; k < kVec; ++k) lo = fmin(lo, static_cast<Acc>(raw[k]));
