@@ -5,8 +5,11 @@ against float64 for ours and for torch.sum, and the speed with and without compe
 
 Errors are |sum - float64 sum|, shown relative to the true sum and in units of u * sum|x|
 (u = 2^-24, float32's unit roundoff): the bound a summation algorithm guarantees is a multiple
-of the latter. "plain" is this package with REDUCE_OPS_SUM=plain (no compensation).
-Speeds: triton do_bench medians of the same calls, with and without compensation.
+of the latter. The sums are into float32 results (dtype=torch.float32), which reduce_ops
+compensates; "plain" is this package with REDUCE_OPS_SUM=plain (no compensation), as its sums
+into float16/bfloat16 results run by default.
+Speeds: triton do_bench medians of the same calls (default result dtype), with compensation
+forced on (REDUCE_OPS_SUM=compensated) and off.
 """
 import argparse
 import contextlib
@@ -35,9 +38,9 @@ def hard_inputs(n):
 
 @contextlib.contextmanager
 def sum_mode(plain):
-    """This package's sums without compensation (REDUCE_OPS_SUM=plain) inside the block."""
-    if plain:
-        os.environ["REDUCE_OPS_SUM"] = "plain"
+    """This package's sums without (REDUCE_OPS_SUM=plain) or with (=compensated) compensation inside
+    the block, whatever the result's dtype (by default sums into 16-bit results are plain)."""
+    os.environ["REDUCE_OPS_SUM"] = "plain" if plain else "compensated"
     try:
         yield
     finally:
