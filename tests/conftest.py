@@ -425,10 +425,11 @@ def row_count(rows, cols, device):
 # without that way loads in turn), so that the next row really is another one. Shapes: 2, 4 and 8
 # packs per thread of a block; clusters of 4 / 8 blocks (70000) and, for float32, 16 (2^18).
 # "cluster-staged" (the clusters with half of each block's share in shared memory) adds 2^19
-# (clusters of 16 blocks in float32, 8 in bfloat16). "warp": a lane group per row, several rows
-# per group (their automatic grid of 16 waves leaves test-sized inputs one row a group), the next
-# row in registers where a lane holds 1-2 packs (128 columns) and not at 1000; REDUCE_OPS_AHEAD
-# does not reach them.
+# (clusters of 16 blocks in float32, 8 in bfloat16), the clusters starting in staggered phases
+# (REDUCE_OPS_CLUSTER_STAGGER, which the launcher leaves off for so few rows). "warp": a lane
+# group per row, several rows per group (their automatic grid of 16 waves leaves test-sized
+# inputs one row a group), the next row in registers where a lane holds 1-2 packs (128 columns)
+# and not at 1000; REDUCE_OPS_AHEAD does not reach them.
 NEXT_ROW_CASES = [("warp", (40000, 128)), ("warp", (20000, 1000)),
                   ("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
                   ("cluster", (70, 70000)), ("cluster", (20, 1 << 18)),
@@ -461,3 +462,5 @@ def force_several_rows_per_block(monkeypatch, strategy, ahead):
     force_row_strategy(monkeypatch, strategy)
     monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)
     monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    # Clusters start in staggered phases (a sleep) even on these few rows, as on long inputs.
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER_STAGGER", "2000")

@@ -154,7 +154,7 @@ def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, row
 # Several rows per lane group or block (one wave of blocks, REDUCE_OPS_ROW_WAVES=1) or per
 # cluster: a warp kernel, 2 and 4 packs per thread of a block, clusters of 2 to 16 blocks, a NaN
 # row among finite ones; the staged clusters refill their stage every row, so several rows per
-# cluster test its barrier.
+# cluster test its barrier. Clusters start in staggered phases, as on long inputs.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("strategy,rows,cols",
@@ -164,6 +164,7 @@ def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, row
 def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, strategy, rows, cols):
     force_row_strategy(monkeypatch, strategy)
     monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER_STAGGER", "2000")
     x = make_input((rows, cols), dtype, "cuda")
     x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not
     out = torch.softmax(x.double(), -1).to(dtype)

@@ -455,6 +455,24 @@ struct RowShare {
   __device__ int64_t row_step() const { return gridDim.x / blocks; }
 };
 
+// The register kernels' clusters start kClusterStaggerPhases phases apart: cluster c sleeps
+// (c % kClusterStaggerPhases) x stagger_ns before its first row (the launcher passes 0 where a
+// cluster runs few rows, and for blocks without clusters). A row's loads, its reductions and
+// exchange, and its stores come in turn; clusters that start together, two blocks of each SM,
+// keep reaching their reductions together, when the SM moves no bytes. H200 (tune_rows.py,
+// h200_study/session18_cluster_stagger.txt), % of copy, no stagger -> 4 phases of 4 us:
+// bfloat16 softmax 1024 x 262144 75 -> 79, 2048 x 131072 79 -> 82, 128 x 1048576 57 -> 62;
+// ReduceScale 128 x 1048576 float32 73 -> 76, bfloat16 72 -> 77; float32 softmax 128 x 1048576
+// 59 -> 62; the rest even or +1.
+constexpr int kClusterStaggerPhases = 4;
+template <bool kCluster>
+__device__ __forceinline__ void stagger_cluster_start(const RowShare<kCluster>& share, unsigned stagger_ns) {
+  if constexpr (kCluster) {
+    const unsigned ns = static_cast<unsigned>(blockIdx.x / share.blocks % kClusterStaggerPhases) * stagger_ns;
+    if (ns > 0) __nanosleep(ns);
+  }
+}
+
 // "block" (kCluster = false) and "cluster" (kCluster = true, sm_90+): a row is shared by the
 // C blocks of a cluster (C = 1 without clusters); block `rank` holds packs
 // [rank * kPacks * blockDim.x, (rank + 1) * kPacks * blockDim.x) of the row, thread t its packs
@@ -472,7 +490,7 @@ struct RowShare {
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
           Ahead kAhead = Ahead::kNone, bool kStaged = false>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
-                                                             RowGeometry g, Policy policy) {
+                                                             RowGeometry g, Policy policy, unsigned stagger_ns) {
   static_assert(!(kStaged && kAhead == Ahead::kShared), "one use of the shared memory at a time");
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
   // The block's partial published to the cluster, by row parity (see cluster_all_reduce): its max,
@@ -498,6 +516,7 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
   // Whether this thread's staged pack p is in the row.
   auto staged_ok = [&](int p) { return first + (kPacks + p) * static_cast<int>(blockDim.x) < packs; };
   int parity = 0;
+  stagger_cluster_start(share, stagger_ns);
   for (int64_t row = share.first_row(); row < g.rows; row += share.row_step()) {
     Fragment f;
     if constexpr (kStaged) staged.load(row_ptr(row));  // the copy flies while the registers load

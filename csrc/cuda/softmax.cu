@@ -130,10 +130,18 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
   return cols >= 2 * kMinSplitChunk && rows * blocks_per_row * 2 < sm_count();
 }
 
+// Sleep between the cluster start phases of a register kernel (stagger_cluster_start in
+// row_norm.cuh), where each cluster runs at least kStaggerMinRows rows: 4 phases of 4 us cost a
+// cluster of one row 12 us. REDUCE_OPS_CLUSTER_STAGGER=<ns> (a developer knob, 0: none) sets it
+// for every cluster launch, however few its rows.
+constexpr unsigned kClusterStaggerNs = 4000;
+constexpr int64_t kStaggerMinRows = 8;
+
 // Launches `kernel` (a register kernel) on clusters of `blocks` blocks of `threads` threads and
 // `smem` bytes of dynamic shared memory (a function of `threads` for a given kernel, so the
 // memoized occupancy answer stays right), one row per cluster at a time, as many clusters as
-// the device holds at once (rows loop).
+// the device holds at once (rows loop), with the kernel's last argument, its start stagger,
+// appended to `args`.
 // Returns false, launching nothing, if the device cannot run one such cluster.
 template <typename Kernel, typename... Args>
 bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, int64_t smem, cudaStream_t stream,
@@ -166,7 +174,11 @@ bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, in
   });
   if (active <= 0) return false;
   config.gridDim = dim3(static_cast<unsigned>(blocks * std::max<int64_t>(1, std::min<int64_t>(rows, active))));
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+  const char* knob = std::getenv("REDUCE_OPS_CLUSTER_STAGGER");
+  const unsigned stagger_ns = knob != nullptr ? static_cast<unsigned>(std::max(0LL, std::atoll(knob)))
+                              : rows >= kStaggerMinRows * active ? kClusterStaggerNs
+                                                                 : 0u;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args..., stagger_ns));
   return true;
 }
 
@@ -232,7 +244,7 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
       with_ahead<kPacks <= kMaxPrefetchPacks, false>(automatic, [&](auto ahead_tag) {
         auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(ahead_tag)::value>;
         const int threads = warps_of_threads(packs, kPacks);
-        kernel<<<row_kernel_grid(kernel, g.rows, threads, 0), threads, 0, stream>>>(x, y, g, policy);
+        kernel<<<row_kernel_grid(kernel, g.rows, threads, 0), threads, 0, stream>>>(x, y, g, policy, 0u);
       });
     };
     // Blocks of 256+ threads load their next row ahead (H200, 16384 x 4096 bfloat16 softmax:
@@ -409,7 +421,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
         constexpr int kPacks = decltype(packs_tag)::value;
         auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false>;
         const int threads = warps_of_threads(packs, kPacks);
-        kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r);
+        kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r, 0u);
       };
       if (packs <= 2 * kPreferredRegThreads) run(Int<2>{});
       else run(Int<kRowPacks>{});

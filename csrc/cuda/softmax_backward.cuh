@@ -105,7 +105,8 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
 template <typename T, typename Acc, int kVec, int kPacks, bool kCluster, bool kOutShared = false>
 __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __restrict__ grad,
                                                                      const T* __restrict__ out,
-                                                                     T* __restrict__ gx, BackwardRows r) {
+                                                                     T* __restrict__ gx, BackwardRows r,
+                                                                     unsigned stagger_ns) {
   __shared__ Acc exchange[2];  // the block's partial dot product, by row parity
   extern __shared__ __align__(16) unsigned char stage_raw[];  // kOutShared: out's packs of the block
   __shared__ uint64_t arrival;                                 // kOutShared: the copies' mbarrier
@@ -119,6 +120,7 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
       first, static_cast<int>(blockDim.x), packs, reinterpret_cast<T*>(stage_raw), &arrival};
   y_stage.init();
   int parity = 0;
+  stagger_cluster_start(share, stagger_ns);  // row_norm.cuh
   for (int64_t row = share.first_row(); row < r.rows; row += share.row_step()) {
     const int64_t base = row * r.cols;
     if constexpr (kOutShared) y_stage.load(out + base);  // the copy flies while grad's loads do
