@@ -1,0 +1,30 @@
+"""benchmarks/bench.py --merge: kept rows stay against their own run's copy figure."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import bench  # noqa: E402
+
+
+def _row(op, provider, us, **extra):
+    return dict(op=op, shape=[4, 8], dim=-1, dtype="float32", provider=provider, us=us, bytes=256,
+                GBps=256 / us / 1e3, ok=True, graph=False, **extra)
+
+
+def _run(copy, rows):
+    return {"copy_GBps": copy, "rows": rows, "errors": [], "unavailable": {}}
+
+
+def test_merge_keeps_each_rows_copy_and_only_the_runs_still_present():
+    first = _run(4000.0, [_row("sum", "reduce_ops", 1.0), _row("amax", "reduce_ops", 2.0)])
+    second = bench.merge_results(first, _run(4100.0, [_row("sum", "reduce_ops", 1.5)]))
+    assert second["copy_GBps"] == 4100.0
+    assert second["copy_GBps_runs"] == [4000.0, 4100.0]
+    kept = [r for r in second["rows"] if r["op"] == "amax"]
+    assert len(kept) == 1 and kept[0]["copy_GBps"] == 4000.0  # the first run's figure
+    assert [r["us"] for r in second["rows"] if r["op"] == "sum"] == [1.5]
+    # A third run that re-measures the amax row leaves no row of the first run: its copy figure
+    # goes from the list of runs the file holds.
+    third = bench.merge_results(second, _run(4200.0, [_row("amax", "reduce_ops", 2.5)]))
+    assert third["copy_GBps_runs"] == [4100.0, 4200.0]
+    assert {r["op"]: r["copy_GBps"] for r in third["rows"] if "copy_GBps" in r} == {"sum": 4100.0}
