@@ -253,6 +253,20 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // row (row_kernel_grid) there is no next row, but the mode still loads the row into NextRow's
     // registers before the loop; 16384 x 4096 bfloat16 softmax kept 86-87% of copy with it
     // against 84-85% without (REDUCE_OPS_AHEAD=none, two runs, h200_study/tune_rows_grids.txt).
+    // REDUCE_OPS_BLOCK_PACKS=2|4|8 (a developer knob, for measurement) forces the packs per thread
+    // where the row fits that many in kMaxRegThreads threads.
+    const int64_t forced = env_positive("REDUCE_OPS_BLOCK_PACKS", 0);
+    if (forced == 2 && packs <= 2 * kMaxRegThreads) return run(Int<2>{}, packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone);
+    if (forced == 4 && packs <= 4 * kMaxRegThreads) return run(Int<4>{}, Ahead::kNone);
+    if (forced == 8) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    // 16-bit softmax rows: 8 packs a thread whatever the row's length (blocks of one warp from
+    // 2048 columns up). Their words stay raw and fold their max two at a time (row_norm.cuh's
+    // MaxFold), where 2 or 4 packs a thread hold floats, and a block's barriers and exchanges serve
+    // 4x the values. H200 (tune_rows.py, two runs, h200_study/session18_block_packs.txt), bfloat16
+    // softmax, 2 or 4 packs -> 8, % of copy: 65536 x 2048 92 -> 95, 16384 x 4096 88 -> 89-90,
+    // 8192 x 8192 82-83 -> 89-90, 4096 x 32768 92-93 (8 before); 4 packs lost 7-39 points.
+    // ReduceScale (raw words at any width) and float32 rows moved -3..+2: they keep the rule below.
+    if constexpr (Policy::kNeedsSum && sizeof(In) == 2) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
     if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone);
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
     return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
