@@ -36,6 +36,9 @@ using Int = std::integral_constant<int, N>;
 //                               sums without or with compensation, whatever the result's dtype
 //                               (to measure what compensation costs; reduce.cu's rule otherwise);
 //   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster path tries that cluster size only;
+//   REDUCE_OPS_BLOCK_PACKS=2|4|8
+//                               the rows' forward block-per-row kernel holds that many packs a
+//                               thread where the row fits (softmax.cu);
 //   REDUCE_OPS_CLUSTER_STAGGER=<ns>
 //                               the rows' clusters start phases <ns> apart (0: together),
 //                               however few rows they run (softmax.cu);
