@@ -255,8 +255,9 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // against 84-85% without (REDUCE_OPS_AHEAD=none, two runs, h200_study/tune_rows_grids.txt).
     // REDUCE_OPS_BLOCK_PACKS=2|4|8 (a developer knob, for measurement) forces the packs per thread
     // where the row fits that many in kMaxRegThreads threads.
+    const Ahead two_packs_ahead = packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone;
     const int64_t forced = env_positive("REDUCE_OPS_BLOCK_PACKS", 0);
-    if (forced == 2 && packs <= 2 * kMaxRegThreads) return run(Int<2>{}, packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone);
+    if (forced == 2 && packs <= 2 * kMaxRegThreads) return run(Int<2>{}, two_packs_ahead);
     if (forced == 4 && packs <= 4 * kMaxRegThreads) return run(Int<4>{}, Ahead::kNone);
     if (forced == 8) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
     // 16-bit softmax rows: 8 packs a thread whatever the row's length (blocks of one warp from
@@ -267,7 +268,7 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // 8192 x 8192 82-83 -> 89-90, 4096 x 32768 92-93 (8 before); 4 packs lost 7-39 points.
     // ReduceScale (raw words at any width) and float32 rows moved -3..+2: they keep the rule below.
     if constexpr (Policy::kNeedsSum && sizeof(In) == 2) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
-    if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone);
+    if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, two_packs_ahead);
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
     return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
   }
