@@ -458,6 +458,15 @@ def force_row_strategy(monkeypatch, strategy):
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", "shared" if staged else "registers")
 
 
+# Launches of exactly 48 KB of dynamic shared memory beside the kernels' static shared memory,
+# which must ask for more than the default 48 KB in all (launch.h's allow_smem): staged clusters
+# of 384-thread blocks x 8 packs of 16 bytes (float32 48000: 2 blocks forward, 4 backward; the
+# launcher had asked the occupancy query for them without the request, which refused them, and
+# took another size), and the "smem" row of 24575 bfloat16 elements (unaligned, 49150 bytes),
+# which had failed to launch ("invalid argument").
+SMEM_48_KB_CASES = [("cluster-staged", torch.float32, (3, 48000)), ("smem", torch.bfloat16, (3, 24575))]
+
+
 def force_several_rows_per_block(monkeypatch, strategy, ahead):
     force_row_strategy(monkeypatch, strategy)
     monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)

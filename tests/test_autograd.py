@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import reduce_ops
-from conftest import ROW_STRATEGIES, force_row_strategy, make_input, requires_cuda
+from conftest import ROW_STRATEGIES, SMEM_48_KB_CASES, force_row_strategy, make_input, requires_cuda
 
 F64 = torch.float64
 
@@ -169,6 +169,17 @@ def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, 
     x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not
     out = torch.softmax(x.double(), -1).to(dtype)
     grad = make_input((rows, cols), dtype, "cuda")
+    assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
+
+
+# 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES).
+@requires_cuda
+@pytest.mark.parametrize("strategy,dtype,shape", SMEM_48_KB_CASES, ids=str)
+def test_softmax_backward_48_kb_of_dynamic_shared_memory(monkeypatch, strategy, dtype, shape):
+    force_row_strategy(monkeypatch, strategy)
+    x = make_input(shape, dtype, "cuda")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input(shape, dtype, "cuda")
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
 
 

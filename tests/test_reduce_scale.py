@@ -19,7 +19,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
-from conftest import requires_cuda, row_count, strided_tensors  # noqa: E402
+from conftest import SMEM_48_KB_CASES, requires_cuda, row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -407,3 +407,10 @@ def test_reduce_scale_register_kernels_load_the_next_row_ahead(monkeypatch, ahea
     x = special_rows(make_input(shape, dtype, "cuda"), dtype)
     check_reduce_scale(x, eps=1e-3)
     check_reduce_scale_(x.clone())  # in place: the next row is read while this one is written
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy,dtype,shape", SMEM_48_KB_CASES, ids=str)
+def test_reduce_scale_48_kb_of_dynamic_shared_memory(monkeypatch, strategy, dtype, shape):
+    force_row_strategy(monkeypatch, strategy)
+    check_reduce_scale(make_input(shape, dtype, "cuda"))

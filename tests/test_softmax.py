@@ -18,7 +18,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
-from conftest import row_count, strided_tensors  # noqa: E402
+from conftest import SMEM_48_KB_CASES, row_count, strided_tensors  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -358,3 +358,10 @@ def test_softmax_register_kernels_load_the_next_row_ahead(monkeypatch, ahead, dt
     check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
     if dtype == torch.bfloat16:
         check_softmax(make_input(shape, dtype, "cuda"), -1, dtype=torch.float32)
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy,dtype,shape", SMEM_48_KB_CASES, ids=str)
+def test_softmax_48_kb_of_dynamic_shared_memory(monkeypatch, strategy, dtype, shape):
+    force_row_strategy(monkeypatch, strategy)
+    check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)

@@ -107,13 +107,19 @@ inline RowSplit split_rows(int64_t rows, int64_t cols, int64_t min_chunk = kMinS
   return {ceil_div(cols, chunk), chunk};
 }
 
-// Shared memory a block may ask for, less room for the kernels' static reduction scratch.
-inline int64_t block_smem_limit() { return static_cast<int64_t>(props().sharedMemPerBlockOptin) - 1024; }
+// Room left beside dynamic shared memory for the kernels' static shared memory (reduction
+// scratch, exchange slots, mbarriers: a few hundred bytes).
+constexpr int64_t kStaticSmemRoom = 1024;
 
-// Lets `kernel` use `bytes` of dynamic shared memory (past the default 48 KB only on request).
+// Shared memory a block may ask for, less room for the kernels' static shared memory.
+inline int64_t block_smem_limit() { return static_cast<int64_t>(props().sharedMemPerBlockOptin) - kStaticSmemRoom; }
+
+// Lets `kernel` use `bytes` of dynamic shared memory. Without the request a launch may use 48 KB in
+// all, static and dynamic together: 48 KB of dynamic shared memory exactly (e.g. 384 threads x 8
+// packs of 16 bytes) beside any static shared memory failed to launch (invalid argument).
 template <typename Kernel>
 void allow_smem(Kernel kernel, int64_t bytes) {
-  if (bytes > 48 * 1024) {
+  if (bytes + kStaticSmemRoom > 48 * 1024) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   }
 }
