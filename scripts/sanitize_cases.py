@@ -80,13 +80,18 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         for strategy, rows, cols in [("block", 1200, 2000), ("cluster", 40, 70000)]:
             os.environ["REDUCE_OPS_STRATEGY"] = strategy
             check_row_ops(f"{strategy} ahead={ahead} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
-    # The clusters in both holds (REDUCE_OPS_CLUSTER_HOLD): registers only, and half of each
-    # block's share (the backward: out) bulk-copied into shared memory; several rows a cluster.
+    # The blocks and clusters in both holds (REDUCE_OPS_BLOCK_HOLD / REDUCE_OPS_CLUSTER_HOLD):
+    # registers only, and half of each thread's packs (the backward: out's) bulk-copied into
+    # shared memory; several rows a block or cluster.
     os.environ.pop("REDUCE_OPS_AHEAD")
     for hold in ("registers", "shared"):
+        os.environ["REDUCE_OPS_BLOCK_HOLD"] = hold
         os.environ["REDUCE_OPS_CLUSTER_HOLD"] = hold
-        check_row_ops(f"cluster hold={hold} {dtype} 40x70000", 40, 70000, dtype, tol)
-    for var in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_STRATEGY", "REDUCE_OPS_CLUSTER_HOLD"):
+        for strategy, rows, cols in [("block", 1200, 2000), ("block", 200, 12000), ("cluster", 40, 70000)]:
+            os.environ["REDUCE_OPS_STRATEGY"] = strategy
+            check_row_ops(f"{strategy} hold={hold} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+    for var in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_STRATEGY", "REDUCE_OPS_CLUSTER_HOLD",
+                "REDUCE_OPS_BLOCK_HOLD"):
         os.environ.pop(var, None)
     x = torch.randn(6, 50, 9, device=dev, dtype=dtype)
     check(f"softmax inner {dtype}", reduce_ops.softmax(x, 1), torch.softmax(x.double(), 1), tol)

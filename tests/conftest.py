@@ -423,7 +423,9 @@ def row_count(rows, cols, device):
 # REDUCE_OPS_ROW_WAVES=1) or per cluster, under each way of loading the next row
 # (REDUCE_OPS_AHEAD: not at all, into registers, or bulk-copied into shared memory; a kernel
 # without that way loads in turn), so that the next row really is another one. Shapes: 2, 4 and 8
-# packs per thread of a block; clusters of 4 / 8 blocks (70000) and, for float32, 16 (2^18).
+# packs per thread of a block; "block-staged" (half of each thread's packs in shared memory) at
+# 4096 and at 20000 (where float32 takes it automatically); clusters of 4 / 8 blocks (70000) and,
+# for float32, 16 (2^18).
 # "cluster-staged" (the clusters with half of each block's share in shared memory) adds 2^19
 # (clusters of 16 blocks in float32, 8 in bfloat16), the clusters starting in staggered phases
 # (REDUCE_OPS_CLUSTER_STAGGER, which the launcher leaves off for so few rows). "warp": a lane
@@ -432,6 +434,7 @@ def row_count(rows, cols, device):
 # and not at 1000; REDUCE_OPS_AHEAD does not reach them.
 NEXT_ROW_CASES = [("warp", (40000, 128)), ("warp", (20000, 1000)),
                   ("block", (1500, 1000)), ("block", (300, 4096)), ("block", (150, 32768)),
+                  ("block-staged", (300, 4096)), ("block-staged", (150, 20000)),
                   ("cluster", (70, 70000)), ("cluster", (20, 1 << 18)),
                   ("cluster-staged", (70, 70000)), ("cluster-staged", (20, 1 << 18)), ("cluster-staged", (9, 1 << 19))]
 
@@ -444,27 +447,33 @@ def next_row_cases(test):
     return requires_cuda(test)
 
 
-# The row dispatcher's strategies (csrc/cuda/softmax.cu) as the tests force them: the cluster path
-# twice, "cluster" with each block's share in registers only (REDUCE_OPS_CLUSTER_HOLD=registers)
-# and "cluster-staged" with half of it (softmax_backward: out) in shared memory
-# (REDUCE_OPS_CLUSTER_HOLD=shared). A strategy that cannot run a shape falls back to the automatic
-# choice, so every case is still checked.
-ROW_STRATEGIES = ["warp", "block", "cluster", "cluster-staged", "smem", "split"]
+# The row dispatcher's strategies (csrc/cuda/softmax.cu) as the tests force them: the block and
+# cluster paths twice each, "block" / "cluster" with each thread's packs in registers only
+# (REDUCE_OPS_BLOCK_HOLD / REDUCE_OPS_CLUSTER_HOLD=registers) and "block-staged" /
+# "cluster-staged" with half of them (softmax_backward's clusters: out's) in shared memory
+# (=shared; softmax_backward has no staged blocks: its "block-staged" is "block").
+# A strategy that cannot run a shape falls back to the automatic choice, so every case is still
+# checked.
+ROW_STRATEGIES = ["warp", "block", "block-staged", "cluster", "cluster-staged", "smem", "split"]
 
 
 def force_row_strategy(monkeypatch, strategy):
     name, _, staged = strategy.partition("-")
     monkeypatch.setenv("REDUCE_OPS_STRATEGY", name)
-    monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", "shared" if staged else "registers")
+    hold = "shared" if staged else "registers"
+    monkeypatch.setenv("REDUCE_OPS_BLOCK_HOLD", hold)
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", hold)
 
 
 # Launches of exactly 48 KB of dynamic shared memory beside the kernels' static shared memory,
-# which must ask for more than the default 48 KB in all (launch.h's allow_smem): staged clusters
-# of 384-thread blocks x 8 packs of 16 bytes (float32 48000: 2 blocks forward, 4 backward; the
-# launcher had asked the occupancy query for them without the request, which refused them, and
-# took another size), and the "smem" row of 24575 bfloat16 elements (unaligned, 49150 bytes),
-# which had failed to launch ("invalid argument").
-SMEM_48_KB_CASES = [("cluster-staged", torch.float32, (3, 48000)), ("smem", torch.bfloat16, (3, 24575))]
+# which must ask for more than the default 48 KB in all (launch.h's allow_smem): staged blocks of
+# 384 threads x 8 packs of 16 bytes (6000 packs: float32 24000, bfloat16 48000 columns), staged
+# clusters of such blocks (float32 48000: 2 blocks forward, 4 backward; these passed before the
+# fix too: the occupancy query presumably refused the size, and the launcher took another), and
+# the "smem" row of 24575 bfloat16 elements (unaligned, 49150 bytes), which had failed to launch
+# ("invalid argument").
+SMEM_48_KB_CASES = [("block-staged", torch.float32, (3, 24000)), ("block-staged", torch.bfloat16, (3, 48000)),
+                    ("cluster-staged", torch.float32, (3, 48000)), ("smem", torch.bfloat16, (3, 24575))]
 
 
 def force_several_rows_per_block(monkeypatch, strategy, ahead):

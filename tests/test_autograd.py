@@ -172,7 +172,8 @@ def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, 
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
 
 
-# 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES).
+# 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged
+# blocks, so "block-staged" runs its register block or, past it, a cluster).
 @requires_cuda
 @pytest.mark.parametrize("strategy,dtype,shape", SMEM_48_KB_CASES, ids=str)
 def test_softmax_backward_48_kb_of_dynamic_shared_memory(monkeypatch, strategy, dtype, shape):

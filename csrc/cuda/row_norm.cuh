@@ -486,7 +486,8 @@ __device__ __forceinline__ void stagger_cluster_start(const RowShare<kCluster>& 
 // packs of the row, the first half in registers as above, the second bulk-copied into its dynamic
 // shared memory at the row's start (one copy, NextRow's kShared layout: thread t's packs there are
 // first + (kPacks + p) * blockDim.x), so a cluster needs half the blocks and each SM moves twice
-// the bytes per cluster barrier (softmax_backward_regs_kernel's kOutShared, for one row).
+// the bytes per cluster barrier (softmax_backward_regs_kernel's kOutShared, for one row); blocks
+// without clusters (C = 1) use it to hold a row in half the threads, so that two share an SM.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
           Ahead kAhead = Ahead::kNone, bool kStaged = false>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,

@@ -21,7 +21,9 @@ namespace {
 // Strategies of the row dispatchers below, in the order the automatic choice tries them; the
 // names are those REDUCE_OPS_STRATEGY forces (launch.h), where the shape allows it:
 //   "warp"     rows of at most kMaxWarpPacks packs per lane x 32 lanes, in registers.
-//   "block"    one block per row, the row in registers (aligned rows only).
+//   "block"    one block per row, the row in registers and, for rows that would need a block of
+//              more than 512 threads (16-byte packs, sm_90+), half of each thread's share in shared
+//              memory (aligned rows only).
 //   "cluster"  a thread block cluster per row, the row in the blocks' registers and (16-byte
 //              packs) half of each block's share in its shared memory (aligned rows, sm_90+, a
 //              cluster shape the device can schedule).
@@ -260,6 +262,34 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     if (forced == 2 && packs <= 2 * kMaxRegThreads) return run(Int<2>{}, two_packs_ahead);
     if (forced == 4 && packs <= 4 * kMaxRegThreads) return run(Int<4>{}, Ahead::kNone);
     if (forced == 8) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    // Rows whose 8-pack block would take more than kPreferredRegThreads threads, short of a full
+    // kMaxRegThreads: half of each thread's packs staged in shared memory (row_norm_regs_kernel's
+    // kStaged), so that the block keeps to kPreferredRegThreads or fewer and two blocks share an
+    // SM, where the plain block sat alone on its SM with part of its registers idle. H200
+    // (tune_rows.py, h200_study/session19_block_staged.txt), plain -> staged, % of copy: bfloat16
+    // 16384 x 36864 softmax 75 -> 96, ReduceScale 78 -> 97; 8192 x 40000 79 -> 95, 82 -> 95;
+    // float32 16384 x 20000 93 -> 96, 83 -> 96; but float32 8192 x 28000 (875 threads) softmax
+    // 98 -> 95 (ReduceScale 94 -> 95). Full 1024-thread blocks stay plain (float32 4096 x 32768: 96
+    // plain, 94 staged; bfloat16 4096 x 65536 softmax 88 -> 93 but ReduceScale 95 -> 94), and so do
+    // rows of 512 threads or fewer (float32 8192 x 16384 96 -> 95, bfloat16 4096 x 32768 93 -> 91).
+    // REDUCE_OPS_BLOCK_HOLD=registers|shared (a developer knob) forces either where the staged
+    // kernel can run.
+    if constexpr (kVec * sizeof(In) == 16) {
+      constexpr int kPacks = kMaxRegPacks<Acc>;
+      const bool can_stage = props().major >= 9 && forced == 0;  // bulk copies: sm_90+
+      const int plain_threads = warps_of_threads(packs, kPacks);
+      const bool staged = env_equals("REDUCE_OPS_BLOCK_HOLD", "shared") ||
+                          (!env_equals("REDUCE_OPS_BLOCK_HOLD", "registers") && plain_threads > kPreferredRegThreads &&
+                           plain_threads < kMaxRegThreads);
+      if (can_stage && staged) {
+        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, true>;
+        const int threads = warps_of_threads(packs, 2 * kPacks);
+        const int64_t smem = stage_smem<In, kVec, kPacks>(threads);
+        allow_smem(kernel, smem);
+        kernel<<<row_kernel_grid(kernel, g.rows, threads, smem), threads, smem, stream>>>(x, y, g, policy, 0u);
+        return;
+      }
+    }
     // 16-bit softmax rows: 8 packs a thread whatever the row's length (blocks of one warp from
     // 2048 columns up). Their words stay raw and fold their max two at a time (row_norm.cuh's
     // MaxFold), where 2 or 4 packs a thread hold floats, and a block's barriers and exchanges serve
@@ -430,6 +460,10 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     else run(Int<kRowPacks>{}, Int<32>{});
   };
   // block: 2 packs of each row per thread while that keeps kPreferredRegThreads, else kRowPacks.
+  // Unlike the forward's, these blocks stay in registers past 512 threads: out's packs staged in
+  // shared memory (8 packs a thread, as the clusters) lost on the H200 (tune_rows.py,
+  // h200_study/session19_block_staged.txt), registers -> staged, % of copy: float32 16384 x 12000
+  // 103 -> 100, 8192 x 14000 102 -> 99; bfloat16 8192 x 24000 101 -> 98; the rest even.
   auto block = [&] {
     if constexpr (kVec > 1) {
       auto run = [&](auto packs_tag) {
