@@ -703,13 +703,14 @@ struct SplitArgs {
   int64_t splits, chunk;
 };
 
-// Calls body(p, v) for this thread's packs p = threadIdx.x, threadIdx.x + blockDim.x, ... below
-// `packs` of `src`, in that order, v holding pack p's kVec values. kSplitUnroll packs are loaded
-// before the first is used, so that several are in flight (one at a time: H200 8 x 2^24
-// bfloat16 softmax 46% of copy, 57% with four).
+// Calls tile(p0, raw) for each tile of this thread's packs of `src` below `packs`: packs
+// p0 + u * blockDim.x (u < kSplitUnroll; p0 = threadIdx.x, then kSplitUnroll x blockDim.x on),
+// raw[u] holding pack p0 + u * blockDim.x's kVec values where that is below `packs`. A tile's
+// packs are all loaded before it is used, so that several are in flight (one at a time: H200
+// 8 x 2^24 bfloat16 softmax 46% of copy, 57% with four).
 constexpr int kSplitUnroll = 4;
-template <typename In, int kVec, typename Body>
-__device__ __forceinline__ void for_each_split_pack(const In* src, int64_t packs, Body body) {
+template <typename In, int kVec, typename Tile>
+__device__ __forceinline__ void for_each_split_tile(const In* src, int64_t packs, Tile tile) {
   for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kSplitUnroll * static_cast<int64_t>(blockDim.x)) {
     In raw[kSplitUnroll][kVec];
 #pragma unroll
@@ -717,13 +718,22 @@ __device__ __forceinline__ void for_each_split_pack(const In* src, int64_t packs
       const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
       if (p < packs) load_pack<In, kVec>(src + p * kVec, raw[u]);
     }
+    tile(p0, raw);
+  }
+}
+
+// Calls body(p, v) for this thread's packs p = threadIdx.x, threadIdx.x + blockDim.x, ... below
+// `packs` of `src`, in that order, v holding pack p's kVec values (loaded a tile at a time).
+template <typename In, int kVec, typename Body>
+__device__ __forceinline__ void for_each_split_pack(const In* src, int64_t packs, Body body) {
+  for_each_split_tile<In, kVec>(src, packs, [&](int64_t p0, const In (&raw)[kSplitUnroll][kVec]) {
 #pragma unroll
     for (int u = 0; u < kSplitUnroll; ++u) {
       const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
       if (p >= packs) break;
       body(p, raw[u]);
     }
-  }
+  });
 }
 
 template <typename In, typename Acc, typename Policy, int kVec>
@@ -735,19 +745,14 @@ __global__ void row_norm_partial_kernel(const In* __restrict__ x, RowPartial<Acc
     const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
     const In* xs = x + row * g.x_row_stride + c0;
     Acc m = MaxOp<Acc>::identity(), sum = Acc(0);
-    // A tile of kSplitUnroll packs at a time (loaded together, as for_each_split_pack): its max
-    // and min first (16-bit packs two values per instruction, MaxFold), so that softmax rescales
-    // its running sum once per tile, then its exps summed into two accumulators. H200, 8 x 2^24
-    // bfloat16 softmax, against a rescale check and a serial sum per pack: 57% -> 59% of copy
-    // (partial kernel 74.6 us, ReduceScale's 68.5; h200_study/session18_max_fold_split_plain_sums.txt).
+    // A tile of kSplitUnroll packs at a time: its max and min first (16-bit packs two values per
+    // instruction, MaxFold), so that softmax rescales its running sum once per tile, then its exps
+    // summed into two accumulators. H200, 8 x 2^24 bfloat16 softmax, against a rescale check and a
+    // serial sum per pack: 57% -> 59% of copy (partial kernel 74.6 us, ReduceScale's 68.5;
+    // h200_study/session18_max_fold_split_plain_sums.txt).
     const int64_t packs = n / kVec;
-    for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kSplitUnroll * static_cast<int64_t>(blockDim.x)) {
+    for_each_split_tile<In, kVec>(xs, packs, [&](int64_t p0, const In (&raw)[kSplitUnroll][kVec]) {
       auto in_tile = [&](int u) { return p0 + u * static_cast<int64_t>(blockDim.x) < packs; };
-      In raw[kSplitUnroll][kVec];
-#pragma unroll
-      for (int u = 0; u < kSplitUnroll; ++u) {
-        if (in_tile(u)) load_pack<In, kVec>(xs + (p0 + u * static_cast<int64_t>(blockDim.x)) * kVec, raw[u]);
-      }
       MaxFold<In, Acc, Policy> fold;
 #pragma unroll
       for (int u = 0; u < kSplitUnroll; ++u) {
@@ -777,7 +782,7 @@ __global__ void row_norm_partial_kernel(const In* __restrict__ x, RowPartial<Acc
       } else {
         m = MaxOp<Acc>()(m, fold.max());
       }
-    }
+    });
     const Acc block_m = block_all_reduce(m, MaxOp<Acc>());
     if constexpr (Policy::kNeedsSum) sum = block_all_reduce(rescaled_sum(sum, m, block_m), SumOp<Acc>());
     if (threadIdx.x == 0) partial[w] = {block_m, sum};
