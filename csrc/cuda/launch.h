@@ -49,6 +49,10 @@ using Int = std::integral_constant<int, N>;
 //                               the rows' cluster kernels hold each block's share in registers
 //                               only, or half of it (softmax_backward: out) in shared memory,
 //                               the default (softmax.cu);
+//   REDUCE_OPS_BLOCK_HOLD=registers|shared
+//                               the same for the forward's block-per-row kernel (by default
+//                               shared only where the block would take 513-1023 threads;
+//                               softmax.cu);
 //   REDUCE_OPS_ROW_WAVES=<n>    the grid of the rows' block-per-row register kernels and
 //                               warp-per-row kernels, in waves of resident blocks (softmax.cu);
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
@@ -65,6 +69,12 @@ inline bool env_equals(const char* var, const char* value) {
 inline int64_t env_positive(const char* var, int64_t fallback) {
   const char* s = std::getenv(var);
   return s == nullptr ? fallback : std::max<int64_t>(1, std::atoll(s));
+}
+
+// A non-negative integer knob's value, or `fallback` when it is unset (negative values read as 0).
+inline int64_t env_nonnegative(const char* var, int64_t fallback) {
+  const char* s = std::getenv(var);
+  return s == nullptr ? fallback : std::max<int64_t>(0, std::atoll(s));
 }
 
 // REDUCE_OPS_STRATEGY as one launch sees it: read once (one getenv, ~0.1 us against a launch's

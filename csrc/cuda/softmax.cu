@@ -176,10 +176,8 @@ bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, in
   });
   if (active <= 0) return false;
   config.gridDim = dim3(static_cast<unsigned>(blocks * std::max<int64_t>(1, std::min<int64_t>(rows, active))));
-  const char* knob = std::getenv("REDUCE_OPS_CLUSTER_STAGGER");
-  const unsigned stagger_ns = knob != nullptr ? static_cast<unsigned>(std::max(0LL, std::atoll(knob)))
-                              : rows >= kStaggerMinRows * active ? kClusterStaggerNs
-                                                                 : 0u;
+  const unsigned stagger_ns = static_cast<unsigned>(
+      env_nonnegative("REDUCE_OPS_CLUSTER_STAGGER", rows >= kStaggerMinRows * active ? kClusterStaggerNs : 0u));
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args..., stagger_ns));
   return true;
 }
