@@ -52,7 +52,10 @@ struct SoftmaxPolicy {
   __device__ Acc stat(Acc max) const { return max; }
   // kNormal: the caller knows x - max > -87 (exp_is_normal), so exp needs no subnormal care.
   template <bool kNormal = false>
-  __device__ static Acc transform(Acc x, Acc max) { return kNormal ? normal_exp(x - max) : fast_exp(x - max); }
+  __device__ static Acc transform(Acc x, Acc max) {
+    const Acc c = exp_offset(max);  // loop-invariant in the callers' element loops: hoisted
+    return kNormal ? normal_offset_exp(x, c) : offset_exp(x, c);
+  }
   // Whether exp(x - max) is a normal float for every x in [lo, max] (false for NaN, and for
   // lo = -inf, whose exp is 0 either way).
   __device__ static bool exp_is_normal(Acc lo, Acc max) { return max - lo < Acc(87); }
@@ -384,7 +387,7 @@ struct RowPartial {
 // computing -inf - -inf.
 template <typename Acc>
 __device__ __forceinline__ Acc rescaled_sum(Acc sum, Acc max, Acc new_max) {
-  return max == -std::numeric_limits<Acc>::infinity() ? Acc(0) : sum * fast_exp(max - new_max);
+  return max == -std::numeric_limits<Acc>::infinity() ? Acc(0) : sum * exp_between(max, new_max);
 }
 
 // Combines two (max, sum of exp(x - max)) pairs into the pair of their union.
@@ -844,11 +847,11 @@ __global__ void softmax_inner_kernel(const In* __restrict__ x, Out* __restrict__
         sum = rescaled_sum(sum, m, new_m);
         m = new_m;
       }
-      if (m != -std::numeric_limits<Acc>::infinity()) sum += fast_exp(v - m);
+      if (m != -std::numeric_limits<Acc>::infinity()) sum += offset_exp(v, exp_offset(m));
     }
-    const Acc inv_sum = Acc(1) / sum;
+    const Acc inv_sum = Acc(1) / sum, offset = exp_offset(m);
     for (int64_t k = 0; k < g.cols; ++k) {
-      y[base + k * g.inner] = static_cast<Out>(fast_exp(static_cast<Acc>(x[base + k * g.inner]) - m) * inv_sum);
+      y[base + k * g.inner] = static_cast<Out>(offset_exp(static_cast<Acc>(x[base + k * g.inner]), offset) * inv_sum);
     }
   }
 }
