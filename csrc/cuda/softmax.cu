@@ -357,9 +357,13 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
   at::Tensor partial = at::empty({g.rows * s.splits * static_cast<int64_t>(sizeof(RowPartial<Acc>))}, opts.dtype(at::kByte));
   auto* pp = reinterpret_cast<RowPartial<Acc>*>(partial.mutable_data_ptr());
   const int64_t grid = grid_for(g.rows * s.splits);
-  row_norm_partial_kernel<In, Acc, Policy, kVec><<<grid, kBlock * 2, 0, stream>>>(x, pp, g, s);
+  if constexpr (sizeof(In) == 4) {
+    row_norm_partial_kernel_4_blocks<In, Acc, Policy, kVec><<<grid, kSplitThreads, 0, stream>>>(x, pp, g, s);
+  } else {
+    row_norm_partial_kernel<In, Acc, Policy, kVec><<<grid, kSplitThreads, 0, stream>>>(x, pp, g, s);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  row_norm_apply_kernel<In, Out, Acc, Policy, kVec><<<grid, kBlock * 2, 0, stream>>>(x, y, pp, g, s, policy);
+  row_norm_apply_kernel<In, Out, Acc, Policy, kVec><<<grid, kSplitThreads, 0, stream>>>(x, y, pp, g, s, policy);
 }
 
 // The forward dispatcher (strategies named at the head of this file). kVec == 1 (unaligned rows)
