@@ -739,7 +739,7 @@ __device__ __forceinline__ void for_each_split_pack(const In* src, int64_t packs
   });
 }
 
-// Threads of the split kernels' blocks.
+// Threads of the split kernels' blocks (softmax_backward's split kernels' too).
 constexpr int kSplitThreads = 512;
 
 // The partial pass: each block's work items' (max, sum of exp(x - max)). Two kernels below run it,

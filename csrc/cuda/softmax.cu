@@ -513,9 +513,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     at::Tensor partial = at::empty({r.rows * s.splits}, opts.dtype(c10::CppTypeToScalarType<Acc>::value));
     Acc* pp = partial.mutable_data_ptr<Acc>();
     const int64_t grid = grid_for(r.rows * s.splits);
-    softmax_backward_partial_kernel<T, Acc, kVec><<<grid, kBlock * 2, 0, stream>>>(grad, out, pp, r, s);
+    softmax_backward_partial_kernel<T, Acc, kVec><<<grid, kSplitThreads, 0, stream>>>(grad, out, pp, r, s);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    softmax_backward_apply_kernel<T, Acc, kVec><<<grid, kBlock * 2, 0, stream>>>(grad, out, gx, pp, r, s);
+    softmax_backward_apply_kernel<T, Acc, kVec><<<grid, kSplitThreads, 0, stream>>>(grad, out, gx, pp, r, s);
   };
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) warp();
