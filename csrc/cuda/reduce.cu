@@ -138,7 +138,13 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // 2 a thread): block 61-70%, warp 87-89%.
     if ((packs < 4 * kRowsBlockThreads && many_rows) || forced.is("warp")) return group(Int<32>{}, Int<8>{});
   }
-  reduce_rows_block_kernel<In, Out, R, 4><<<grid_for(a.rows), kRowsBlockThreads, 0, stream>>>(x, out, a, r);
+  // One block per row (grid.x's limit past 2^31 - 1 rows), as the row_norm block kernels
+  // (softmax.cu's row_kernel_grid): H200, against grid_for's 4 waves of blocks looping over ~4
+  // rows each, 16384 x 4096 float32 sum 64.7-64.9 -> 64.2-64.4 us, amax 63.8-64.0 -> 63.1-63.3,
+  // 16384 x 8192 bfloat16 sum 64.6 -> 64.0; 4096 x 32768, 8192 x 8192 and 2048 x 65536 even
+  // (h200_study/session21_reduce_rows.txt). Blocks of 512 or 128 threads lost 2-30%.
+  reduce_rows_block_kernel<In, Out, R, 4>
+      <<<std::min(a.rows, kMaxGridBlocks), kRowsBlockThreads, 0, stream>>>(x, out, a, r);
 }
 
 // Rows: few long rows (and whole-tensor reductions, one row) are split over blocks in one
