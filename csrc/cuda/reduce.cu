@@ -142,7 +142,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // (softmax.cu's row_kernel_grid): H200, against grid_for's 4 waves of blocks looping over ~4
   // rows each, 16384 x 4096 float32 sum 64.7-64.9 -> 64.2-64.4 us, amax 63.8-64.0 -> 63.1-63.3,
   // 16384 x 8192 bfloat16 sum 64.6 -> 64.0; 4096 x 32768, 8192 x 8192 and 2048 x 65536 even
-  // (h200_study/session21_reduce_rows.txt). Blocks of 512 or 128 threads lost 2-30%.
+  // (h200_study/session21_reduce_rows.txt). Blocks of 512 threads lost up to 20% (the compensated
+  // float32 sum at 16384 x 4096), of 128 threads 10-30%.
   reduce_rows_block_kernel<In, Out, R, 4>
       <<<std::min(a.rows, kMaxGridBlocks), kRowsBlockThreads, 0, stream>>>(x, out, a, r);
 }
