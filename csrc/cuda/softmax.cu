@@ -276,9 +276,10 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
       constexpr int kPacks = kMaxRegPacks<Acc>;
       const bool can_stage = props().major >= 9 && forced == 0;  // bulk copies: sm_90+
       const int plain_threads = warps_of_threads(packs, kPacks);
-      const bool staged = env_equals("REDUCE_OPS_BLOCK_HOLD", "shared") ||
-                          (!env_equals("REDUCE_OPS_BLOCK_HOLD", "registers") && plain_threads > kPreferredRegThreads &&
-                           plain_threads < kMaxRegThreads);
+      // One getenv either way: the knob can only turn the default off (registers) or on (shared).
+      const bool staged = plain_threads > kPreferredRegThreads && plain_threads < kMaxRegThreads
+                              ? !env_equals("REDUCE_OPS_BLOCK_HOLD", "registers")
+                              : env_equals("REDUCE_OPS_BLOCK_HOLD", "shared");
       if (can_stage && staged) {
         auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, true>;
         const int threads = warps_of_threads(packs, 2 * kPacks);
