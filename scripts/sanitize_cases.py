@@ -53,6 +53,14 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
+    # Columns in the streaming plan too (small shapes take the one-round "wave" plan), split or not.
+    for strategy in ("stream", "split"):
+        os.environ["REDUCE_OPS_STRATEGY"] = strategy
+        for shape, dim in [((300, 64), 0), ((5000, 8), 0), ((40, 7, 9), (0, 2))]:
+            x = torch.randn(shape, device=dev, dtype=dtype)
+            check(f"sum {strategy} {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim), tol * 50)
+            check(f"amax {strategy} {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim), 0)
+    os.environ.pop("REDUCE_OPS_STRATEGY")
     # A column split whose partials fold in two levels (groups of 4 segments, then the groups).
     os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "4"
     x = torch.randn(5000, 8, device=dev, dtype=dtype)

@@ -429,17 +429,18 @@ def test_sum_is_deterministic_on_large_cuda_inputs(dtype, shape, dim):
 
 # ---- every CUDA strategy, forced on small shapes -----------------------------------------------
 
-# Each shape is run under the automatic choice (aligned short rows: several rows per lane group)
-# and every strategy the launcher can be forced into (REDUCE_OPS_STRATEGY): lanes per row, a
-# warp per row, a block per row, split rows with the last-block combine, and split columns; a
-# launcher ignores a strategy that does not apply to its layout.
+# Each shape is run under the automatic choice (aligned short rows: several rows per lane group;
+# columns of small inputs: one round of loads a thread, "wave") and every strategy the launcher
+# can be forced into (REDUCE_OPS_STRATEGY): lanes per row, a warp per row, a block per row, split
+# rows with the last-block combine, columns streamed by few threads ("stream") and split columns;
+# a launcher ignores a strategy that does not apply to its layout.
 STRATEGY_CASES = [((64, 13), -1), ((64, 100), -1), ((1001, 128), -1), ((77, 32), 1), ((9, 8), -1), ((33, 500), -1), ((9, 3000), -1), ((3, 70001), -1),
                   ((140003,), None), ((1 << 20,), None), ((5, 7, 13), (0, 2)), ((300, 64), 0),
                   ((5000, 8), 0), ((40, 7, 9), (0, 2)), ((16, 12), 0)]
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", ["auto", "group", "warp", "block", "split"])
+@pytest.mark.parametrize("strategy", ["auto", "group", "warp", "block", "split", "stream"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
 @pytest.mark.parametrize("layout", ["contiguous", "offset", "transposed"])
 @pytest.mark.parametrize("shape,dim", STRATEGY_CASES, ids=str)
@@ -470,14 +471,18 @@ def test_split_counters_reset_between_calls_and_streams(shape, dim):
 
 
 @requires_cuda
+@pytest.mark.parametrize("plan", ["auto", "stream"])
 @pytest.mark.parametrize("fold_group", ["1", "3", "auto"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=dtype_id)
 @pytest.mark.parametrize("shape", [(5000, 8), (20000, 24), (4000, 300), (3, 3000, 16)], ids=str)
-def test_split_columns_fold_in_one_or_two_levels(monkeypatch, fold_group, dtype, shape):
+def test_split_columns_fold_in_one_or_two_levels(monkeypatch, plan, fold_group, dtype, shape):
     # A column split folds its segments' partials in the same launch: the last block of each group
     # of REDUCE_OPS_COLS_FOLD_GROUP segments, then the last group (two levels) when there are
     # several; 3 leaves a last group short. Every level must give torch's answer, the same bits
-    # on every call.
+    # on every call, in either column plan (these small shapes split in 8-157 one-round segments
+    # automatically, "wave"; "stream" splits them in segments of 256 rows or more).
+    if plan != "auto":
+        monkeypatch.setenv("REDUCE_OPS_STRATEGY", plan)
     if fold_group != "auto":
         monkeypatch.setenv("REDUCE_OPS_COLS_FOLD_GROUP", fold_group)
     x = make_input(shape, dtype, "cuda")

@@ -103,6 +103,19 @@ __device__ __forceinline__ T load_cg(const T* p) {
   }
 }
 
+// One arrival at a device-wide counter: returns its count before this one. Acquire-release at
+// GPU scope: stores the block made before a __syncthreads() that precedes the call are visible to
+// whichever block sees the count this arrival makes (release, cumulative through the barrier, as
+// CUTLASS's split-K semaphores rely on), and the caller sees every store released by the arrivals
+// it counts (acquire; a __syncthreads() after the call extends that to its block). One fence
+// (MEMBAR.ALL.GPU) where __threadfence() put a sequentially consistent one (MEMBAR.SC.GPU) before
+// the atomic and another after it.
+__device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
+
 // All-reduce over aligned groups of kWidth consecutive lanes (kWidth a power of two <= 32).
 // Every lane of the warp must call it; each lane gets its group's result.
 template <int kWidth, typename Acc, typename Op>

@@ -4,7 +4,9 @@
 //   short  lanes per row, several rows in flight (aligned short rows; the default for them)
 //   group  lanes per row, one row at a time   warp   a warp per row, medium rows
 //   block  a block per row                    split  several blocks per row, one launch
-//   columns (reduction over an outer dim) is chosen by layout alone.
+// Columns (a reduction over an outer dim, chosen by layout):
+//   wave   one or two rounds of loads a thread, all blocks in one wave (small inputs, default)
+//   stream many rounds a thread, the reduced dim split over up to one wave (split: at least 2)
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "common/dispatch.h"
@@ -193,12 +196,12 @@ struct ColsLaunch {
   int bx, by;  // block shape
 };
 
+// The streaming block shape: up to 8 rows of threads along the reduced dim, each reading at
+// least 16 rows; then lanes across the columns for the rest of the block, then more rows of
+// threads if the columns run out. A block 256 columns wide left 65536 x 1024 float32 over dim 0
+// with 8 blocks and a split of 256 (H200: 43% of copy); 32 x 8 gave 79%.
 ColsLaunch cols_launch(const ColsArgs& a, int vec) {
   ColsLaunch l{1, 1};
-  // Up to 8 rows of threads along the reduced dim, each reading at least 16 rows; then lanes
-  // across the columns for the rest of the block, then more rows of threads if the columns
-  // run out. A block 256 columns wide left 65536 x 1024 float32 over dim 0 with 8 blocks and
-  // a split of 256 (H200: 43% of copy); 32 x 8 gave 79%.
   while (l.by < 8 && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.bx) * vec < a.inner) l.bx *= 2;
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
@@ -212,14 +215,94 @@ struct ColsFold {
   int64_t counters, partial_rows;
 };
 
-ColsFold cols_fold(const ColsArgs& a, int64_t tiles) {
-  const int64_t groups = ceil_div(a.splits, a.group);
-  const int64_t second_level = groups > 1 ? 1 : 0;
-  return {a.outer * tiles * (groups + second_level), a.splits + second_level * groups};
+ColsFold cols_fold(const ColsArgs& a) {
+  const int64_t second_level = a.groups > 1 ? 1 : 0;
+  return {a.outer * a.tiles * (a.groups + second_level), a.splits + second_level * a.groups};
 }
 
-// Columns: when the kept columns leave SMs idle, the reduced dim is split over blocks, whose
-// partials the same launch folds (reduce_cols_kernel).
+// One level of folds while each row of threads folds at most 6 partial rows (three rounds of
+// loads), else two levels of about sqrt(splits) rows each, in whole rows of threads. H200,
+// tune_cols.py: one level over 41 segments beat two (bfloat16 16384 x 4096: 39.6 vs 41.6 us),
+// two levels beat one over 165 (65536 x 1024: 42.8 vs 44.8 us) and 660 (442368 x 128: 41.6
+// vs 49.5 us).
+void set_fold_groups(ColsArgs& a, int by) {
+  a.group = a.splits;
+  if (ceil_div(a.splits, by) > 6) {
+    a.group = by;
+    while (a.group * a.group < a.splits) a.group += by;
+  }
+  a.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", a.group);
+  a.groups = ceil_div(a.splits, a.group);
+}
+
+// A column launch: its arguments and block shape.
+struct ColsPlan {
+  ColsArgs a;
+  ColsLaunch l;
+};
+
+// Latency first ("wave"): a thread reads one round of rows (kColsRound rows of its kVec columns,
+// all in flight at once), or two where one wave of blocks cannot hold one-round segments; as
+// many rows of threads per block as the reduced dim fills (up to 32), lanes across the columns
+// for the rest (at least 8 where the columns allow: 128-byte lines per row of a warp), and the
+// reduced dim split over blocks for the rest. Taken while the blocks fit in one wave. Small
+// inputs wait on their loads, not on bandwidth, and the streaming shape made them wait for one
+// round after another: 1024 x 128 over dim 0 was 4 blocks of 8 rounds. H200, CUDA graph, us,
+// streaming -> wave, with reduce.cuh's fold tree and division-free prologue
+// (h200_study/session23.txt): float32 sum 1024 x 128 8.7 -> 5.6, 64 x 4096
+// 4.7 -> 3.0, 256 x 1024 7.1 -> 5.7, 2048 x 1024 9.6 -> 7.6, 8192 x 256 10.4 -> 8.0; bfloat16
+// 1024 x 128 6.5 -> 4.7. Up to 16 rows of threads: within 3% where they fit a wave, and 8192 x
+// 256 no longer did (9.1 us). Two rounds against streaming, 16-32 MB: bfloat16 sums 10.3-11.5
+// -> 9.1-9.5 us, float32 within 0.3%; four rounds moved float32 by -8% to +6%.
+std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
+  constexpr int kMaxRows = 32, kMinLanes = 8, kMaxRounds = 2;
+  const int64_t thread_cols = ceil_div(a.inner, vec);
+  ColsLaunch l{1, 1};
+  while (l.by < kMaxRows && l.by * kColsRound < a.reduced) l.by *= 2;
+  while (l.bx * l.by < kBlock && l.bx < thread_cols) l.bx *= 2;
+  while (l.bx < kMinLanes && l.bx < thread_cols && l.by > 1) {
+    l.bx *= 2;
+    l.by /= 2;
+  }
+  a.tiles = ceil_div(thread_cols, l.bx);
+  for (int rounds = 1;; rounds *= 2) {
+    a.chunk = std::min<int64_t>(static_cast<int64_t>(l.by) * kColsRound * rounds, a.reduced);
+    a.splits = ceil_div(a.reduced, a.chunk);
+    if (a.outer * a.tiles * a.splits <= resident) break;
+    if (rounds * 2 > kMaxRounds) return std::nullopt;
+  }
+  set_fold_groups(a, l.by);
+  if (a.splits > 1 && cols_fold(a).counters > kMaxCounters) return std::nullopt;
+  return ColsPlan{a, l};
+}
+
+// Streaming: a thread reads many rounds of rows; when the kept columns leave SMs idle, the
+// reduced dim is split over up to one wave of blocks (all of it with force_split: 2 segments).
+ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, bool force_split) {
+  const int64_t thread_cols = ceil_div(a.inner, vec);
+  ColsLaunch l = cols_launch(a, vec);
+  a.tiles = ceil_div(thread_cols, l.bx);
+  int64_t splits = 1;
+  if (a.outer * a.tiles * 2 <= resident && a.reduced >= 2 * kMinColsChunk) {
+    splits = std::min(resident / (a.outer * a.tiles), ceil_div(a.reduced, kMinColsChunk));
+  } else if (force_split && a.reduced >= 2) {
+    splits = 2;  // smallest split, so that small test shapes take this path
+  }
+  if (splits > 1) {
+    ColsArgs split = a;
+    // Segments of whole rounds of 4 rows per row of threads (at most 16 rows of threads).
+    split.chunk = std::min(ceil_div(ceil_div(a.reduced, splits), kColsChunkRows) * kColsChunkRows, a.reduced - 1);
+    split.splits = ceil_div(a.reduced, split.chunk);
+    const ColsLaunch split_l = cols_launch(split, vec);
+    split.tiles = ceil_div(thread_cols, split_l.bx);
+    set_fold_groups(split, split_l.by);
+    if (cols_fold(split).counters <= kMaxCounters) return {split, split_l};
+  }
+  return {a, l};
+}
+
+// Columns: the latency-first plan while its blocks fit in one wave, else the streaming one
+// (REDUCE_OPS_STRATEGY=stream forces it, =split forces its split).
 template <typename In, typename Out, typename R>
 void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
                  cudaStream_t stream, const ForcedStrategy& forced) {
@@ -227,9 +310,9 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   const In* x = xt.const_data_ptr<In>();
   Out* out = out_t.mutable_data_ptr<Out>();
   constexpr int kVec = kMaxVec<In>;
-  ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced, 1};
-  const bool vectorize = a.inner_stride == 1 && a.inner % kVec == 0 && a.outer_stride % kVec == 0 &&
-                         a.reduced_stride % kVec == 0 && is_aligned(x, 16) && is_aligned(out, sizeof(Out) * kVec);
+  const ColsArgs base{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced, 1, 1, 1};
+  const bool vectorize = base.inner_stride == 1 && base.inner % kVec == 0 && base.outer_stride % kVec == 0 &&
+                         base.reduced_stride % kVec == 0 && is_aligned(x, 16) && is_aligned(out, sizeof(Out) * kVec);
   const int vec = vectorize ? kVec : 1;
   const auto kernel = vectorize ? reduce_cols_kernel<In, Out, R, kVec> : reduce_cols_kernel<In, Out, R, 1>;
   const size_t smem_per_thread = sizeof(Acc) * vec;
@@ -238,48 +321,23 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   // dim 0 12-24% slower, 4 per SM 5-24% slower.
   const int64_t resident =
       sm_count() * env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM", resident_blocks(kernel, kBlock, kBlock * smem_per_thread));
-  const int64_t columns = g.outer * g.inner;
-  ColsLaunch l = cols_launch(a, vec);
-  int64_t tiles = ceil_div(g.inner, static_cast<int64_t>(l.bx) * vec);
-  int64_t splits = 1;
-  if (g.outer * tiles * 2 <= resident && g.reduced >= 2 * kMinColsChunk) {
-    splits = std::min(resident / (g.outer * tiles), ceil_div(g.reduced, kMinColsChunk));
-  } else if (forced.is("split") && g.reduced >= 2) {
-    splits = 2;  // smallest split, so that small test shapes take this path
+  std::optional<ColsPlan> plan;
+  if (!forced.is("stream") && !forced.is("split")) {
+    plan = wave_plan(base, vec, resident);
   }
-  if (splits > 1) {
-    ColsArgs split = a;
-    // Segments of whole rounds of 4 rows per row of threads (at most 16 rows of threads).
-    split.chunk = std::min(ceil_div(ceil_div(g.reduced, splits), kColsChunkRows) * kColsChunkRows, g.reduced - 1);
-    split.splits = ceil_div(g.reduced, split.chunk);
-    const ColsLaunch split_l = cols_launch(split, vec);
-    const int64_t split_tiles = ceil_div(g.inner, static_cast<int64_t>(split_l.bx) * vec);
-    // One level of folds while each row of threads folds at most 6 partial rows (three rounds of
-    // loads), else two levels of about sqrt(splits) rows each, in whole rows of threads. H200,
-    // tune_cols.py: one level over 41 segments beat two (bfloat16 16384 x 4096: 39.6 vs 41.6 us),
-    // two levels beat one over 165 (65536 x 1024: 42.8 vs 44.8 us) and 660 (442368 x 128: 41.6
-    // vs 49.5 us).
-    split.group = split.splits;
-    if (ceil_div(split.splits, split_l.by) > 6) {
-      split.group = split_l.by;
-      while (split.group * split.group < split.splits) split.group += split_l.by;
-    }
-    split.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", split.group);
-    if (cols_fold(split, split_tiles).counters <= kMaxCounters) {
-      a = split;
-      l = split_l;
-      tiles = split_tiles;
-    }
-  }
+  if (!plan) plan = stream_plan(base, vec, resident, forced.is("split"));
+  const ColsArgs& a = plan->a;
+  const ColsLaunch& l = plan->l;
   ColsScratch<Acc> scratch{nullptr, nullptr};
   at::Tensor partial, graph_owned;
   if (a.splits > 1) {
-    const ColsFold fold = cols_fold(a, tiles);
+    const ColsFold fold = cols_fold(a);
+    const int64_t columns = g.outer * g.inner;
     partial = at::empty({fold.partial_rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
     scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
     scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
   }
-  const int64_t grid = grid_for(a.splits * g.outer * tiles);
+  const int64_t grid = grid_for(a.splits * g.outer * a.tiles);
   kernel<<<grid, dim3(l.bx, l.by), l.bx * l.by * smem_per_thread, stream>>>(x, out, a, scratch, r);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

@@ -139,7 +139,10 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
   }
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    if (p + u * nthreads < npacks) lanes[u] = r.add(lanes[u], pack_value(packs[p + u * nthreads], r));
+    if (p + u * nthreads < npacks) {
+      const P v = packs[p + u * nthreads];  // one 16-byte load: pack_value of the global pack read it element by element
+      lanes[u] = r.add(lanes[u], pack_value(v, r));
+    }
   }
 #pragma unroll
   for (int u = 1; u < kUnroll; ++u) lanes[0] = r(lanes[0], lanes[u]);
@@ -189,10 +192,12 @@ __device__ __forceinline__ const In* segment_start(const In* x, const RowsArgs& 
     *n = a.cols;
     return x + w * a.outer_stride;
   }
-  const int64_t row = w / a.splits, seg = w % a.splits;
+  const int64_t row = a.splits == 1 ? w : w / a.splits, seg = w - row * a.splits;
   const int64_t c0 = seg * a.chunk;
   *n = (a.cols - c0 < a.chunk) ? a.cols - c0 : a.chunk;
-  return x + (row / a.inner) * a.outer_stride + (row % a.inner) * a.inner_stride + c0 * a.elem_stride;
+  // Whole-tensor and last-dim rows (inner == 1) need no second 64-bit division.
+  const int64_t o = a.inner == 1 ? row : row / a.inner;
+  return x + o * a.outer_stride + (row - o * a.inner) * a.inner_stride + c0 * a.elem_stride;
 }
 
 template <int kUnroll, typename In, typename R>
@@ -330,12 +335,10 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __rest
     const int64_t row = w / a.splits;
     if (threadIdx.x == 0) {
       partial[w] = acc;
-      __threadfence();  // the partial is visible device-wide before the arrival is counted
-      last = atomicAdd(counters + row, 1u) == static_cast<unsigned>(a.splits - 1);
+      last = arrive_acq_rel(counters + row) == static_cast<unsigned>(a.splits - 1);
     }
     __syncthreads();
     if (last) {
-      __threadfence();
       acc = fold_partials(partial + row * a.splits, a.splits, r);
       acc = block_all_reduce(acc, r);
       if (threadIdx.x == 0) {
@@ -361,8 +364,14 @@ struct ColsArgs {
   int64_t outer, reduced, inner;
   int64_t outer_stride, reduced_stride, inner_stride;
   int64_t splits, chunk;  // the reduced dim is cut into `splits` segments of `chunk` rows
-  int64_t group;          // segments per first-level fold; groups = ceil(splits / group)
+  int64_t group;          // segments per first-level fold
+  // Set by the launcher for its block shape (no 64-bit division in the kernel's prologue):
+  int64_t tiles;   // ceil(inner / (blockDim.x * kVec)), column tiles per outer index
+  int64_t groups;  // ceil(splits / group)
 };
+
+// Rows a thread of reduce_cols_kernel loads at once (16-byte loads with kVec > 1): one round.
+constexpr int kColsRound = 4;
 
 // Scratch of a split column reduction: partials [splits][outer * inner] then the groups'
 // [groups][outer * inner], in the reducer's Acc; counters [outer * tiles][groups] then, with
@@ -375,19 +384,40 @@ struct ColsScratch {
 };
 
 // Rows of threads fold their kVec columns: on return thread row 0 holds the block's fold of
-// `acc` (rows in order 0, 1, ...). Every thread must call it; `smem` holds blockDim.x * blockDim.y
-// * kVec values.
+// `acc`, in an order fixed by blockDim.y (a power of two). Every thread must call it; `smem`
+// holds blockDim.x * blockDim.y * kVec values. Up to 8 rows, row 0 folds the others one after
+// another; past that, a pairwise tree (row y takes row y + half, half = blockDim.y / 2, ..., 1),
+// one barrier a level. H200, CUDA graph, compensated float32 sum of 1024 x 128 over dim 0
+// (h200_study/session23.txt), one after another -> tree: 32 rows 7.06 -> 5.56 us (a chain of 31
+// shared-memory loads and Neumaier steps, twice), 16 rows 5.62 -> 5.41, 8 rows 5.71 -> 6.04.
 template <typename R, int kVec>
 __device__ __forceinline__ void fold_thread_rows(typename R::Acc (&acc)[kVec], typename R::Acc* smem, const R& r) {
+  if (blockDim.y == 1) return;
   typename R::Acc* mine = smem + (threadIdx.y * blockDim.x + threadIdx.x) * kVec;
+  if (blockDim.y <= 8) {
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
-  __syncthreads();
-  if (threadIdx.y == 0) {
-    for (int y = 1; y < blockDim.y; ++y) {
-      const typename R::Acc* theirs = smem + (y * blockDim.x + threadIdx.x) * kVec;
+    for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
+    __syncthreads();
+    if (threadIdx.y == 0) {
+      for (int y = 1; y < blockDim.y; ++y) {
+        const typename R::Acc* theirs = smem + (y * blockDim.x + threadIdx.x) * kVec;
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
+        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
+      }
+    }
+  } else {
+    // Row y's slot is written once, at the level that folds it away, and read at that level only.
+    for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
+      if (threadIdx.y >= half && threadIdx.y < 2 * half) {
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
+      }
+      __syncthreads();
+      if (threadIdx.y < half) {
+        const typename R::Acc* theirs = mine + half * blockDim.x * kVec;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
+      }
     }
   }
   __syncthreads();  // smem is rewritten by the next call
@@ -448,19 +478,14 @@ __device__ __forceinline__ void fold_partial_rows(const typename R::Acc* rows, i
 template <typename Acc, int kVec>
 __device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
                                                    unsigned* counter, unsigned expected, bool* last) {
-  if (threadIdx.y == 0 && in_range) {
-    PartialRun<Acc, kVec>::store(dst, acc);
-    __threadfence();  // the partial is visible device-wide before the arrival is counted
-  }
-  __syncthreads();
+  if (threadIdx.y == 0 && in_range) PartialRun<Acc, kVec>::store(dst, acc);
+  __syncthreads();  // every partial of the block is stored before the arrival releases them
   if (threadIdx.x == 0 && threadIdx.y == 0) {
-    *last = atomicAdd(counter, 1u) == expected - 1;
+    *last = arrive_acq_rel(counter) == expected - 1;
     if (*last) *counter = 0u;  // every arrival is in: ready for the next launch
   }
   __syncthreads();
-  const bool is_last = *last;
-  if (is_last) __threadfence();
-  return is_last;
+  return *last;
 }
 
 template <typename Out, typename R, int kVec>
@@ -479,18 +504,34 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   using V = typename R::Value;
   // 4 rows of 16-byte loads in flight per thread; 8 held more registers and lost blocks
   // (H200: 65536 x 1024 float32 over dim 0 fell from 73% to 63% of copy).
-  constexpr int kUnroll = 4;
+  constexpr int kUnroll = kColsRound;
   static_assert(kUnroll == 4, "the pairwise fold below takes 4 rows");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
   __shared__ bool last;
   const int64_t tile_cols = static_cast<int64_t>(blockDim.x) * kVec;
-  const int64_t tiles = (a.inner + tile_cols - 1) / tile_cols;
+  const int64_t tiles = a.tiles, groups = a.groups;
   const int64_t items = a.splits * a.outer * tiles;
-  const int64_t groups = (a.splits + a.group - 1) / a.group;
   const int64_t columns = a.outer * a.inner;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-    const int64_t seg = w / (a.outer * tiles), o = (w / tiles) % a.outer, tile = w % tiles;
+    // w = (seg * outer + o) * tiles + tile, with no 64-bit division where a factor is 1 (each
+    // costs ~25 dependent instructions before the loads can go out; in a CUDA graph, H200,
+    // 4 x 65536 float32 over dim 0: 3.43 -> 2.73 us without the three it had).
+    int64_t seg = w, o = 0, tile = 0;
+    if (a.splits == 1 && a.outer == 1) {
+      seg = 0;
+      tile = w;
+    } else {
+      if (tiles > 1) {
+        seg = w / tiles;
+        tile = w - seg * tiles;
+      }
+      if (a.outer > 1) {
+        const int64_t q = seg / a.outer;
+        o = seg - q * a.outer;
+        seg = q;
+      }
+    }
     const int64_t i = tile * tile_cols + threadIdx.x * kVec;
     const bool in_range = i < a.inner;
     const int64_t r0 = seg * a.chunk, r1 = (a.reduced - r0 < a.chunk) ? a.reduced : r0 + a.chunk;
@@ -518,13 +559,23 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
             acc[k] = r.add(acc[k], r.reduce(s01, s23));
           }
         }
-        // The last segment's odd rows, one at a time (the launcher sizes every other segment in
-        // whole rounds; loading the rest together under predicates took bfloat16 from 48 to 128
-        // registers).
-        for (; row < r1; row += step) {
-          const P v = *reinterpret_cast<const P*>(base + row * a.reduced_stride);
+        // The last segment's partial round: up to kUnroll - 1 rows, loaded together (one at a
+        // time they waited on each other). Rows past r1 load `row` again and are not added:
+        // predicated loads held 8-12 more registers (float32 max 48 -> 60) and cost blocks.
+        if (row < r1) {
+          P v[kUnroll - 1];
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v, k));
+          for (int u = 0; u < kUnroll - 1; ++u) {
+            const int64_t rr = row + u * step < r1 ? row + u * step : row;
+            v[u] = *reinterpret_cast<const P*>(base + rr * a.reduced_stride);
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll - 1; ++u) {
+            if (row + u * step < r1) {
+#pragma unroll
+              for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v[u], k));
+            }
+          }
         }
       } else {
         for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));
