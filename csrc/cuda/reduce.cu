@@ -227,6 +227,8 @@ ColsFold cols_fold(const ColsArgs& a) {
 // vs 49.5 us).
 void set_fold_groups(ColsArgs& a, int by) {
   a.group = a.splits;
+  a.groups = 1;
+  if (a.splits == 1) return;  // no fold, and no getenv (~0.1 us of a launch)
   if (ceil_div(a.splits, by) > 6) {
     a.group = by;
     while (a.group * a.group < a.splits) a.group += by;
