@@ -33,9 +33,9 @@ namespace {
 // combining a block's rows of partials a thread per column instead of kVec columns per thread
 // of the first row made bfloat16 sums 7-16% slower (float32 and amax within noise or mixed).
 constexpr int64_t kMinColsChunk = 256;
-// Rows of a column-split segment come in multiples of this: 4 rows in flight (the kernel's
-// unroll) for each of up to 16 rows of threads, so that no thread ends on a partial round.
-constexpr int64_t kColsChunkRows = 64;
+// Rows of a column-split segment come in multiples of this: one round (kColsRound rows in
+// flight) for each of up to 16 rows of threads, so that no thread ends on a partial round.
+constexpr int64_t kColsChunkRows = 16 * kColsRound;
 // A split row's segments: at least kMinReduceChunkBytes each (one unrolled round of 16-byte
 // loads for each of 256 threads), and no more than about kReduceSplitBlocks of them in all,
 // since each block pays its start, its block fold and its arrival. H200, whole sums and
@@ -292,7 +292,7 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, bool force_split) {
   }
   if (splits > 1) {
     ColsArgs split = a;
-    // Segments of whole rounds of 4 rows per row of threads (at most 16 rows of threads).
+    // Segments of whole rounds for each row of threads (kColsChunkRows).
     split.chunk = std::min(ceil_div(ceil_div(a.reduced, splits), kColsChunkRows) * kColsChunkRows, a.reduced - 1);
     split.splits = ceil_div(a.reduced, split.chunk);
     const ColsLaunch split_l = cols_launch(split, vec);
