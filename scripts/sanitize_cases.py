@@ -106,6 +106,19 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     xo = torch.randn(16 * 301 + 1, device=dev, dtype=dtype)[1:].view(16, 301)
     check(f"softmax unaligned {dtype}", reduce_ops.softmax(xo, -1), torch.softmax(xo.double(), -1), tol)
 
+# 16-bit rows widened to a float32 output (8-byte packs held as floats): the block kernel's
+# unguarded loads (a pack past the row reads the row's first), one and several rows per block.
+for strategy, waves in [("block", None), ("block", "1"), ("cluster", None)]:
+    os.environ["REDUCE_OPS_STRATEGY"] = strategy
+    if waves:
+        os.environ["REDUCE_OPS_ROW_WAVES"] = waves
+    for rows, cols in [(33, 300), (9, 2004), (1200, 2000), (3, 70000)]:
+        x = torch.randn(rows, cols, device=dev, dtype=torch.bfloat16)
+        check(f"softmax {strategy} waves={waves} bfloat16->float32 {rows}x{cols}",
+              reduce_ops.softmax(x, -1, dtype=torch.float32), torch.softmax(x.double(), -1), 1e-4)
+    os.environ.pop("REDUCE_OPS_ROW_WAVES", None)
+os.environ.pop("REDUCE_OPS_STRATEGY")
+
 torch.cuda.synchronize()
 print(f"{len(bad)} wrong results", *bad, sep="\n  ")
 raise SystemExit(1 if bad else 0)
