@@ -389,6 +389,11 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   const bool smem_fits = g.cols * static_cast<int64_t>(sizeof(In)) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
   const bool few_rows = too_few_blocks(g.rows, 1, g.cols);
+  // 16-bit rows widened to a wider output (8-byte input packs) past one block take "split": its
+  // two reads beat the clusters' one. H200, bfloat16 -> float32 softmax, % of copy (one read, one
+  // write), cluster (automatic before) vs split: 1024 x 262144 49 vs 67, 2048 x 131072 55 vs 67,
+  // 512 x 524288 40 vs 66, 4096 x 65536 59 vs 68 (h200_study/session24.txt).
+  const bool widening = kVec > 1 && sizeof(In) == 2 && kVec * sizeof(In) < 16;
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
@@ -404,9 +409,9 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else if (block_fits && !few_rows) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
+  } else if (!widening && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
     // launched
-  } else if (smem_fits && !few_rows) {
+  } else if (smem_fits && !few_rows && !widening) {
     launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else {
     launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
