@@ -531,20 +531,15 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     // made the branch wait for the load, one pack in flight at a time. A pack past the row loads
     // the row's first pack instead, and is never used. (Not in clusters: the 1024-thread cluster
     // kernel then spilled 48-72 bytes and lost 5 points, bfloat16 -> float32 1024 x 262144.)
-    if constexpr (!kCluster && kAhead == Ahead::kNone && Fragment::kHoldsAcc && sizeof(In) < sizeof(Acc)) {
+    constexpr bool kUnguarded = !kCluster && kAhead == Ahead::kNone && Fragment::kHoldsAcc && sizeof(In) < sizeof(Acc);
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int q = first + p * static_cast<int>(blockDim.x);
+    for (int p = 0; p < kPacks; ++p) {
+      const int q = first + p * static_cast<int>(blockDim.x);
+      if constexpr (kUnguarded) {
         f.load(p, x + row * g.x_row_stride + (q < packs ? q : 0) * kVec);
-      }
-    } else {
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        const int q = first + p * static_cast<int>(blockDim.x);
-        if (q < packs) {
-          if constexpr (kAhead != Ahead::kNone) f.take(p, next.take(p));
-          else f.load(p, x + row * g.x_row_stride + q * kVec);
-        }
+      } else if (q < packs) {
+        if constexpr (kAhead != Ahead::kNone) f.take(p, next.take(p));
+        else f.load(p, x + row * g.x_row_stride + q * kVec);
       }
     }
     // From the prefetched words while they are still held (they become the next row's after the
