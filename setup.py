@@ -87,7 +87,17 @@ def _cuda_build_reason():
 
 def _extension():
     sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
-    cxx_flags = ["-O3", "-std=c++20"]
+    # -fno-trapping-math lets the vectorizer turn the CPU kernels' selects into blends (no code
+    # here reads floating-point exception flags); -ffp-contract=off keeps a * b + c two
+    # roundings, so an element's result does not depend on which instructions the target has.
+    cxx_flags = ["-O3", "-std=c++20", "-fno-trapping-math", "-ffp-contract=off"]
+    link_flags = []
+    if sys.platform.startswith("linux"):
+        # at::parallel_for is inline OpenMP in torch's headers: without -fopenmp its pragma is
+        # dropped and the CPU kernels run on one thread. libgomp.so.1 is torch's own at run time
+        # (the loader reuses the copy libtorch_cpu already loaded).
+        cxx_flags.append("-fopenmp")
+        link_flags.append("-fopenmp")
     reason = _cuda_build_reason()
     if reason is None:
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0;10.0;12.0+PTX")
@@ -101,6 +111,7 @@ def _extension():
             include_dirs=[os.path.join(ROOT, "csrc")] + _cuda_library_includes(),
             define_macros=[("REDUCE_OPS_WITH_CUDA", None)],
             extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags},
+            extra_link_args=link_flags,
             py_limited_api=True)
     if os.environ.get("REDUCE_OPS_REQUIRE_CUDA") == "1":
         raise RuntimeError(f"reduce_ops: REDUCE_OPS_REQUIRE_CUDA=1 but the CUDA kernels cannot be "
@@ -110,6 +121,7 @@ def _extension():
         "reduce_ops._C", sources,
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args={"cxx": cxx_flags},
+        extra_link_args=link_flags,
         py_limited_api=True)
 
 

@@ -1,6 +1,9 @@
 """How the ops fit into PyTorch: registration, opcheck, autograd, torch.compile, CUDA graphs,
 streams and devices (SPEC.md, "Names" and "Integration")."""
 import inspect
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -383,3 +386,85 @@ def test_softmax_backward_on_a_second_cuda_device(shape):
     expected = reduce_ops.softmax_backward(grad1.to("cuda:0"), out1.to("cuda:0"), -1)
     assert got.device == torch.device("cuda:1")
     assert_same_bits(got.cpu(), expected.cpu())
+
+
+# ---- CPU kernels: the same bits whatever the threads and the instruction set ------------------
+
+def cpu_results():
+    """Every CPU entry on inputs with vector tails, strided rows, long (chunked) rows, columns,
+    NaN and -inf: {case: output}."""
+    g = torch.Generator().manual_seed(11)
+    results = {}
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        for shape in ((37, 1000), (3, 20011), (100003,), (5, 7, 9)):
+            x = (torch.randn(shape, generator=g, dtype=torch.float64) * 30).to(dtype)
+            x.view(-1)[::97] = float("-inf")
+            if x.dim() == 2:
+                x[1, 5] = float("nan")
+            finite = x.nan_to_num(0.0, 0.0, 0.0)
+            key = f"{dtype}-{shape}"
+            results[key + "-sum"] = reduce_ops.sum(x, -1)
+            results[key + "-sum0"] = reduce_ops.sum(finite, 0)
+            results[key + "-sumall"] = reduce_ops.sum(finite)
+            results[key + "-amax"] = reduce_ops.amax(x, -1)
+            results[key + "-amax0"] = reduce_ops.amax(x, 0)
+            results[key + "-softmax"] = reduce_ops.softmax(x, -1)
+            results[key + "-softmax0"] = reduce_ops.softmax(x, 0)
+            results[key + "-rs"] = reduce_ops.reduce_scale(finite)
+            if x.dim() > 1:
+                results[key + "-strided"] = reduce_ops.sum(x.transpose(0, -1), 0)
+                out = reduce_ops.softmax(x, -1)
+                results[key + "-backward"] = torch.ops.reduce_ops.softmax_backward(finite, out, -1)
+            if dtype != torch.float64:
+                results[key + "-widened"] = reduce_ops.softmax(x, -1, dtype=torch.float32)
+    return results
+
+
+def assert_same_results(first, other, what):
+    for key, value in first.items():
+        a_parts = value if isinstance(value, tuple) else (value,)
+        b_parts = other[key] if isinstance(other[key], tuple) else (other[key],)
+        for a, b in zip(a_parts, b_parts):
+            try:
+                assert_same_bits(a, b)
+            except AssertionError:
+                raise AssertionError(f"{key}: {what} differ") from None
+
+
+def test_cpu_kernels_give_the_same_bits_whatever_the_thread_count():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = cpu_results()
+        torch.set_num_threads(3)  # an odd split of every task range
+        assert torch.get_num_threads() == 3
+        assert_same_results(one, cpu_results(), "1 and 3 threads")
+    finally:
+        torch.set_num_threads(threads)
+
+
+# torch reads ATEN_CPU_CAPABILITY once per process, and the CPU kernels follow its choice.
+_CPU_TARGET_SCRIPT = """
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+from test_integration import cpu_results
+results = cpu_results()
+results["capability"] = torch.backends.cpu.get_cpu_capability()
+torch.save(results, sys.argv[1])
+"""
+
+
+def test_cpu_kernels_give_the_same_bits_on_every_instruction_set(tmp_path):
+    runs = {}
+    for capability in ("default", "avx2", "avx512"):
+        path = tmp_path / f"{capability}.pt"
+        env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
+        subprocess.run([sys.executable, "-c", _CPU_TARGET_SCRIPT, str(path), os.path.dirname(__file__)],
+                       env=env, check=True)
+        results = torch.load(path)
+        runs.setdefault(results.pop("capability"), results)
+    if len(runs) < 2:
+        pytest.skip(f"this CPU offers one instruction set to compare ({list(runs)})")
+    (first_name, first), *others = runs.items()
+    for name, results in others:
+        assert_same_results(first, results, f"{first_name} and {name}")

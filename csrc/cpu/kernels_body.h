@@ -1,0 +1,432 @@
+// The CPU kernels, written once and compiled once per instruction set: kernels.cpp includes
+// this file inside a namespace per target (reduce_ops::cpu_default, reduce_ops::cpu_avx2, ...)
+// under that target's `#pragma GCC target`, and picks one at run time. It has no includes of
+// its own (they would land inside that namespace); kernels.cpp includes what it needs first.
+//
+// The inner loops are written for the compiler's vectorizer: lanes of independent accumulators
+// as one 64-byte vector (GCC's vector extension: four SSE registers, two AVX2 or one AVX-512),
+// selects instead of branches, and an inline exp without calls or tables. Every element's and
+// every lane's arithmetic is the same sequence of IEEE operations on every target
+// (-ffp-contract=off: no fused multiply-adds), so each target gives the same bits.
+
+namespace {
+
+// Elements one task reduces before its partial is combined with the others (fixed, so the
+// summation order does not depend on the thread count).
+constexpr int64_t kChunk = 8192;
+// Output columns one task owns in the column reductions.
+constexpr int64_t kColumnTile = 64;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Plain partials over kBlockLen elements (vectorizable), each folded into a compensated
+// accumulator: the rounding of a sum grows with the block length, not the row length. A
+// block's plain sum is 32 additions per lane and 5 levels of the lanes' tree (float32).
+constexpr int64_t kBlockLen = 1024;
+// The column reductions' blocks: rows added in sequence to each column's plain partial.
+constexpr int64_t kColumnBlockLen = 256;
+
+// A run's independent accumulators: 128 bytes of the accumulate type (32 floats, 16 doubles),
+// element i of the run going to lane i % kLanes, held as kLaneBytes / kVectorBytes vectors
+// of the target's width (kVectorBytes comes from the including namespace: 16 for SSE, 32 for
+// AVX2, 64 for AVX-512). The lane count is the same on every target, so are the bits; it
+// gives each target at least two independent chains of vector adds.
+constexpr int kLaneBytes = 128;
+
+template <typename Acc>
+struct VectorOf;
+template <>
+struct VectorOf<float> {
+  typedef float type __attribute__((vector_size(kVectorBytes)));
+};
+template <>
+struct VectorOf<double> {
+  typedef double type __attribute__((vector_size(kVectorBytes)));
+};
+template <typename Acc>
+using Vec = typename VectorOf<Acc>::type;
+template <typename Acc>
+constexpr int kWidth = kVectorBytes / sizeof(Acc);
+template <typename Acc>
+constexpr int kLanes = kLaneBytes / sizeof(Acc);
+
+// Op's combine on scalars or vectors. The NaN-propagating max is one select of two compares
+// (MaxOp's `||` may branch, and GCC does not vectorize it), so it is a compare, an or and a
+// blend per vector.
+template <typename Op, typename V>
+inline V fold(V a, V b) {
+  if constexpr (std::is_same_v<Op, SumOp<float>> || std::is_same_v<Op, SumOp<double>>) return a + b;
+  else return ((a > b) | (a != a)) ? a : b;
+}
+
+struct Identity {
+  template <typename V>
+  V operator()(V v) const { return v; }
+};
+
+// |v| on scalars or vectors, +0 for both zeros (as std::abs) and NaN kept NaN.
+struct Abs {
+  template <typename V>
+  V operator()(V v) const { return v <= 0 ? 0 - v : v; }
+};
+
+// Raw bits of a bfloat16 and a float vector.
+typedef uint16_t Bits16 __attribute__((vector_size(kVectorBytes / 2)));
+typedef uint32_t Bits32 __attribute__((vector_size(kVectorBytes)));
+
+// kWidth<Acc> elements x[0], x[stride], ... widened to Acc. Contiguous bfloat16 widens as
+// vectors (a shift into the high half); other conversions go element by element.
+template <typename Acc, typename In>
+inline Vec<Acc> load_vec(const In* x, int64_t stride) {
+  Vec<Acc> v;
+  if (stride == 1) {
+    if constexpr (std::is_same_v<In, Acc>) {
+      std::memcpy(&v, x, sizeof v);
+      return v;
+    } else if constexpr (std::is_same_v<In, at::BFloat16> && std::is_same_v<Acc, float>) {
+      Bits16 h;
+      std::memcpy(&h, x, sizeof h);
+      const Bits32 w = __builtin_convertvector(h, Bits32) << 16;
+      std::memcpy(&v, &w, sizeof v);
+      return v;
+    }
+  }
+  Acc e[kWidth<Acc>];
+  for (int k = 0; k < kWidth<Acc>; ++k) e[k] = static_cast<Acc>(x[k * stride]);
+  std::memcpy(&v, e, sizeof v);
+  return v;
+}
+
+// Plain reduction of f(x[i]) for i < n into kLanes lanes, then a fixed tree over the lanes.
+template <typename Acc, typename Op, typename In, typename F = Identity>
+inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
+  constexpr int W = kWidth<Acc>, L = kLanes<Acc>;
+  Acc lane[L];
+  for (Acc& l : lane) l = Op::identity();
+  Vec<Acc> vec[L / W];
+  std::memcpy(vec, lane, sizeof vec);
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int j = 0; j < L / W; ++j) vec[j] = fold<Op>(vec[j], f(load_vec<Acc>(x + (i + j * W) * stride, stride)));
+  if (i < n) {
+    std::memcpy(lane, vec, sizeof vec);
+    for (int k = 0; i + k < n; ++k) lane[k] = fold<Op>(lane[k], f(static_cast<Acc>(x[(i + k) * stride])));
+    std::memcpy(vec, lane, sizeof vec);
+  }
+  // The tree: lane k takes lane k + w for w = L/2, ..., 1; the steps with w >= W are whole
+  // vectors (the same additions, fewer instructions).
+  for (int w = L / 2; w >= W; w /= 2)
+    for (int j = 0; j < w / W; ++j) vec[j] = fold<Op>(vec[j], vec[j + w / W]);
+  std::memcpy(lane, vec, sizeof(Vec<Acc>));
+  for (int w = W / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) lane[k] = fold<Op>(lane[k], lane[k + w]);
+  return lane[0];
+}
+
+template <typename Acc, typename Op, typename In>
+Accumulator<Acc, Op> reduce_strided(const In* x, int64_t n, int64_t stride) {
+  Accumulator<Acc, Op> acc;
+  if constexpr (std::is_same_v<Op, MaxOp<Acc>>) {
+    acc.add(reduce_plain<Acc, Op>(x, n, stride));  // exact: no blocks needed
+    return acc;
+  }
+  for (int64_t b = 0; b < n; b += kBlockLen)
+    acc.add(reduce_plain<Acc, Op>(x + b * stride, std::min(kBlockLen, n - b), stride));
+  return acc;
+}
+
+template <typename In, typename Out, typename Acc, typename Op>
+void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
+  using Accum = Accumulator<Acc, Op>;
+  const int64_t outputs = g.outer * g.inner;
+  const int64_t chunks = ceil_div(g.reduced, kChunk);
+  std::vector<Accum> partial(chunks > 1 ? chunks * outputs : 0);
+  auto emit = [&](int64_t chunk, int64_t j, const Accum& v) {
+    if (chunks == 1) out[j] = static_cast<Out>(v.result());
+    else partial[chunk * outputs + j] = v;
+  };
+  if (g.inner == 1) {
+    // Rows: task (chunk, row).
+    at::parallel_for(0, chunks * g.outer, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t chunk = t / g.outer, o = t % g.outer;
+        const int64_t r0 = chunk * kChunk, n = std::min(kChunk, g.reduced - r0);
+        const In* base = x + o * g.outer_stride + r0 * g.reduced_stride;
+        emit(chunk, o, reduce_strided<Acc, Op>(base, n, g.reduced_stride));
+      }
+    });
+  } else {
+    // Columns: task (chunk, outer, tile of inner); each output accumulates in r order.
+    const int64_t tiles = ceil_div(g.inner, kColumnTile);
+    at::parallel_for(0, chunks * g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
+      Accum acc[kColumnTile];
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t chunk = t / (g.outer * tiles), o = (t / tiles) % g.outer, tile = t % tiles;
+        const int64_t i0 = tile * kColumnTile, width = std::min(kColumnTile, g.inner - i0);
+        const int64_t r0 = chunk * kChunk, r1 = std::min(g.reduced, r0 + kChunk);
+        std::fill(acc, acc + width, Accum());
+        for (int64_t rb = r0; rb < r1; rb += kColumnBlockLen) {
+          // Plain per-column partials over a block of rows, folded compensated (as rows do).
+          Acc plain[kColumnTile];
+          std::fill(plain, plain + width, Op::identity());
+          for (int64_t r = rb; r < std::min(r1, rb + kColumnBlockLen); ++r) {
+            const In* row = x + o * g.outer_stride + r * g.reduced_stride + i0 * g.inner_stride;
+            if (g.inner_stride == 1) {
+              for (int64_t i = 0; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i]));
+            } else {
+              for (int64_t i = 0; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i * g.inner_stride]));
+            }
+          }
+          for (int64_t i = 0; i < width; ++i) acc[i].add(plain[i]);
+        }
+        for (int64_t i = 0; i < width; ++i) emit(chunk, o * g.inner + i0 + i, acc[i]);
+      }
+    });
+  }
+  if (chunks > 1) {
+    at::parallel_for(0, outputs, 1024, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j) {
+        Accum acc = partial[j];
+        for (int64_t c = 1; c < chunks; ++c) acc.merge(partial[c * outputs + j]);
+        out[j] = static_cast<Out>(acc.result());
+      }
+    });
+  }
+}
+
+// exp(x) for x <= 0 (x - max in the softmax kernels) or NaN, in float: 2^n * p(r) with
+// n = round(x log2 e), r = x - n ln 2 (ln 2 in two parts, so n ln2_hi is exact) and p the
+// degree-7 Taylor polynomial of exp on |r| <= ln2 / 2 (truncation under 1e-8, relative).
+// Branch-free and call-free so that loops over it vectorize: glibc's expf is a call per
+// element. Below -87 (where 2^n leaves the normal range) it returns 0 instead of a value
+// under 1.7e-38; exp(-inf) is 0 and a NaN stays NaN.
+inline float exp_nonpositive(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: t = y + kRound holds round(y) in its low bits
+  constexpr float kMin = -87.0f;
+  const float xc = x < kMin ? kMin : x;
+  const float t = xc * kLog2e + kRound;
+  const float n = t - kRound;
+  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // 2^n from n's bits in t: (n + 127) << 23 is the float 2^n for -126 <= n <= 127.
+  const uint32_t two_n = (std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(kRound) + 127u) << 23;
+  const float e = p * std::bit_cast<float>(two_n);
+  return x < kMin ? 0.0f : e;
+}
+
+// float64 keeps libm's exp: a polynomial as accurate needs twice the terms, and float64 rows
+// are the rare case.
+inline double exp_nonpositive(double x) { return std::exp(x); }
+
+// ---------------------------------------------------------------------------------------------
+// Row-wise ops. Each row is cut into chunks of kChunk; phase 1 reduces each chunk to partial
+// statistics, phase 2 combines a row's partials, phase 3 writes the chunk's outputs.
+
+template <typename Acc>
+struct SoftmaxStats {
+  Acc max, sum;  // sum of exp(x - max) over the chunk
+};
+
+template <typename Acc>
+SoftmaxStats<Acc> combine(SoftmaxStats<Acc> a, SoftmaxStats<Acc> b) {
+  const Acc m = MaxOp<Acc>()(a.max, b.max);
+  // A side whose max is -inf holds only -inf (exp gives 0); skip it to avoid -inf - -inf.
+  const Acc sa = a.max == -std::numeric_limits<Acc>::infinity() ? Acc(0) : a.sum * exp_nonpositive(a.max - m);
+  const Acc sb = b.max == -std::numeric_limits<Acc>::infinity() ? Acc(0) : b.sum * exp_nonpositive(b.max - m);
+  return {m, sa + sb};
+}
+
+// e[i] = exp(x[i] - max) for i < n (e may be x's own buffer); returns their sum in lanes.
+template <typename In, typename Acc>
+inline Acc exp_and_sum(const In* x, Acc max, Acc* e, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) e[i] = exp_nonpositive(static_cast<Acc>(x[i]) - max);
+  return reduce_plain<Acc, SumOp<Acc>>(e, n, 1);
+}
+
+template <typename In, typename Acc>
+SoftmaxStats<Acc> softmax_chunk_stats(const In* x, int64_t n) {
+  const Acc m = reduce_strided<Acc, MaxOp<Acc>>(x, n, 1).result();
+  Acc e[kBlockLen];
+  Acc s = 0;
+  for (int64_t b = 0; b < n; b += kBlockLen) s += exp_and_sum(x + b, m, e, std::min(kBlockLen, n - b));
+  return {m, s};
+}
+
+template <typename F>
+void for_each_row_chunk(int64_t rows, int64_t cols, const F& f) {
+  const int64_t chunks = ceil_div(cols, kChunk);
+  at::parallel_for(0, rows * chunks, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t r = t / chunks, c = t % chunks;
+      f(r, c, c * kChunk, std::min(kChunk, cols - c * kChunk));
+    }
+  });
+}
+
+// Rows of at most kChunk elements: one task per row, exp computed once and kept in a buffer.
+template <typename In, typename Out, typename Acc>
+void softmax_short_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
+  at::parallel_for(0, g.rows, std::max<int64_t>(1, kChunk / std::max<int64_t>(g.cols, 1)), [&](int64_t begin, int64_t end) {
+    Acc e[kChunk];
+    for (int64_t r = begin; r < end; ++r) {
+      const In* xr = x + r * g.x_row_stride;
+      Out* yr = y + r * g.y_row_stride;
+      const Acc m = reduce_plain<Acc, MaxOp<Acc>>(xr, g.cols, 1);
+      const Acc s = exp_and_sum(xr, m, e, g.cols);
+      for (int64_t i = 0; i < g.cols; ++i) yr[i] = static_cast<Out>(e[i] / s);
+    }
+  });
+}
+
+template <typename In, typename Out, typename Acc>
+void softmax_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
+  if (g.cols <= kChunk) return softmax_short_rows_kernel<In, Out, Acc>(x, y, g);
+  const int64_t chunks = ceil_div(g.cols, kChunk);
+  std::vector<SoftmaxStats<Acc>> stats(g.rows * chunks);
+  for_each_row_chunk(g.rows, g.cols, [&](int64_t r, int64_t c, int64_t c0, int64_t n) {
+    stats[r * chunks + c] = softmax_chunk_stats<In, Acc>(x + r * g.x_row_stride + c0, n);
+  });
+  at::parallel_for(0, g.rows, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      SoftmaxStats<Acc> s = stats[r * chunks];
+      for (int64_t c = 1; c < chunks; ++c) s = combine(s, stats[r * chunks + c]);
+      stats[r * chunks] = s;
+    }
+  });
+  for_each_row_chunk(g.rows, g.cols, [&](int64_t r, int64_t, int64_t c0, int64_t n) {
+    const SoftmaxStats<Acc> s = stats[r * chunks];
+    const In* xr = x + r * g.x_row_stride + c0;
+    Out* yr = y + r * g.y_row_stride + c0;
+    for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<Out>(exp_nonpositive(static_cast<Acc>(xr[i]) - s.max) / s.sum);
+  });
+}
+
+template <typename In, typename Out, typename Acc>
+void softmax_inner_kernel(const In* x, Out* y, const InnerGeometry& g) {
+  const int64_t tiles = ceil_div(g.inner, kColumnTile);
+  at::parallel_for(0, g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
+    Acc m[kColumnTile], s[kColumnTile];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o = t / tiles, i0 = (t % tiles) * kColumnTile;
+      const int64_t width = std::min(kColumnTile, g.inner - i0);
+      const In* xb = x + o * g.cols * g.inner + i0;
+      Out* yb = y + o * g.cols * g.inner + i0;
+      std::fill(m, m + width, MaxOp<Acc>::identity());
+      std::fill(s, s + width, Acc(0));
+      for (int64_t c = 0; c < g.cols; ++c)
+        for (int64_t i = 0; i < width; ++i) m[i] = fold<MaxOp<Acc>>(m[i], static_cast<Acc>(xb[c * g.inner + i]));
+      for (int64_t c = 0; c < g.cols; ++c)
+        for (int64_t i = 0; i < width; ++i) s[i] += exp_nonpositive(static_cast<Acc>(xb[c * g.inner + i]) - m[i]);
+      for (int64_t c = 0; c < g.cols; ++c)
+        for (int64_t i = 0; i < width; ++i)
+          yb[c * g.inner + i] = static_cast<Out>(exp_nonpositive(static_cast<Acc>(xb[c * g.inner + i]) - m[i]) / s[i]);
+    }
+  });
+}
+
+template <typename T, typename Acc>
+void reduce_scale_kernel(const T* x, T* y, Acc* scale, const RowGeometry& g, Acc eps) {
+  const int64_t chunks = ceil_div(g.cols, kChunk);
+  std::vector<Acc> absmax(g.rows * chunks);
+  for_each_row_chunk(g.rows, g.cols, [&](int64_t r, int64_t c, int64_t c0, int64_t n) {
+    const T* xr = x + r * g.x_row_stride + c0;
+    absmax[r * chunks + c] = reduce_plain<Acc, MaxOp<Acc>>(xr, n, 1, Abs{});
+  });
+  at::parallel_for(0, g.rows, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      Acc m = absmax[r * chunks];
+      for (int64_t c = 1; c < chunks; ++c) m = MaxOp<Acc>()(m, absmax[r * chunks + c]);
+      scale[r] = clamp_min_keep_nan(m, eps);
+    }
+  });
+  // y may be x (in place): each element is read before it is written, by the same task.
+  for_each_row_chunk(g.rows, g.cols, [&](int64_t r, int64_t, int64_t c0, int64_t n) {
+    const Acc s = scale[r];
+    const T* xr = x + r * g.x_row_stride + c0;
+    T* yr = y + r * g.y_row_stride + c0;
+    for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<T>(scale_element(static_cast<Acc>(xr[i]), s));
+  });
+}
+
+template <typename T, typename Acc>
+void softmax_backward_kernel(const T* grad, const T* out, T* gx, const InnerGeometry& g) {
+  const int64_t tiles = ceil_div(g.inner, kColumnTile);
+  at::parallel_for(0, g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
+    Acc dot[kColumnTile];
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o = t / tiles, i0 = (t % tiles) * kColumnTile;
+      const int64_t width = std::min(kColumnTile, g.inner - i0);
+      const int64_t base = o * g.cols * g.inner + i0;
+      std::fill(dot, dot + width, Acc(0));
+      for (int64_t c = 0; c < g.cols; ++c)
+        for (int64_t i = 0; i < width; ++i) {
+          const int64_t k = base + c * g.inner + i;
+          dot[i] += static_cast<Acc>(grad[k]) * static_cast<Acc>(out[k]);
+        }
+      for (int64_t c = 0; c < g.cols; ++c)
+        for (int64_t i = 0; i < width; ++i) {
+          const int64_t k = base + c * g.inner + i;
+          gx[k] = static_cast<T>(static_cast<Acc>(out[k]) * (static_cast<Acc>(grad[k]) - dot[i]));
+        }
+    }
+  });
+}
+
+}  // namespace
+
+void softmax_backward(const at::Tensor& grad, const at::Tensor& out, const InnerGeometry& g,
+                      const at::Tensor& grad_x) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad.scalar_type(), "softmax_backward_cpu", [&] {
+    softmax_backward_kernel<scalar_t, at::opmath_type<scalar_t>>(
+        grad.const_data_ptr<scalar_t>(), out.const_data_ptr<scalar_t>(), grad_x.mutable_data_ptr<scalar_t>(), g);
+  });
+}
+
+void reduce(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, ReduceKind kind) {
+  dispatch_in_out("reduce_cpu", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
+    using In = typename decltype(in_tag)::type;
+    using Out = typename decltype(out_tag)::type;
+    using Acc = at::opmath_type<In>;
+    const In* xp = x.const_data_ptr<In>();
+    Out* op = out.mutable_data_ptr<Out>();
+    if (kind == ReduceKind::kSum) reduce_kernel<In, Out, Acc, SumOp<Acc>>(xp, op, g);
+    else reduce_kernel<In, Out, Acc, MaxOp<Acc>>(xp, op, g);
+  });
+}
+
+void softmax_rows(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y) {
+  dispatch_in_out("softmax_cpu", x.scalar_type(), y.scalar_type(), [&](auto in_tag, auto out_tag) {
+    using In = typename decltype(in_tag)::type;
+    using Out = typename decltype(out_tag)::type;
+    softmax_rows_kernel<In, Out, at::opmath_type<In>>(x.const_data_ptr<In>(), y.mutable_data_ptr<Out>(), g);
+  });
+}
+
+void softmax_inner(const at::Tensor& x, const InnerGeometry& g, const at::Tensor& y) {
+  dispatch_in_out("softmax_cpu", x.scalar_type(), y.scalar_type(), [&](auto in_tag, auto out_tag) {
+    using In = typename decltype(in_tag)::type;
+    using Out = typename decltype(out_tag)::type;
+    softmax_inner_kernel<In, Out, at::opmath_type<In>>(x.const_data_ptr<In>(), y.mutable_data_ptr<Out>(), g);
+  });
+}
+
+void reduce_scale(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y,
+                  const at::Tensor& scale, double eps) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "reduce_scale_cpu", [&] {
+    using Acc = at::opmath_type<scalar_t>;
+    // y may alias x, so take both pointers as mutable/const views of one buffer.
+    reduce_scale_kernel<scalar_t, Acc>(static_cast<const scalar_t*>(x.const_data_ptr()),
+                                       static_cast<scalar_t*>(y.data_ptr()),
+                                       scale.mutable_data_ptr<Acc>(), g, static_cast<Acc>(eps));
+  });
+}
+
