@@ -3,10 +3,10 @@
 // under that target's `#pragma GCC target`, and picks one at run time. It has no includes of
 // its own (they would land inside that namespace); kernels.cpp includes what it needs first.
 //
-// The inner loops are written for the compiler's vectorizer: lanes of independent accumulators
-// as one 64-byte vector (GCC's vector extension: four SSE registers, two AVX2 or one AVX-512),
-// selects instead of branches, and an inline exp without calls or tables. Every element's and
-// every lane's arithmetic is the same sequence of IEEE operations on every target
+// The inner loops are written for vectors: reductions keep 128 bytes of lanes in vectors of
+// the target's width (GCC's vector extension), elementwise loops are left to the vectorizer
+// with selects instead of branches and an inline exp without calls or tables. Every element's
+// and every lane's arithmetic is the same sequence of IEEE operations on every target
 // (-ffp-contract=off: no fused multiply-adds), so each target gives the same bits.
 
 namespace {
@@ -18,6 +18,11 @@ constexpr int64_t kChunk = 8192;
 constexpr int64_t kColumnTile = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// at::parallel_for's grain for tasks of `elements` each: no thread gets less than torch's own
+// grain (32768 elements), so small inputs stay on the calling thread instead of paying for an
+// OpenMP region (5-10 us, more than the work below 100k elements).
+int64_t grain(int64_t elements) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(elements, 1)); }
 
 // Plain partials over kBlockLen elements (vectorizable), each folded into a compensated
 // accumulator: the rounding of a sum grows with the block length, not the row length. A
@@ -147,7 +152,7 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
   };
   if (g.inner == 1) {
     // Rows: task (chunk, row).
-    at::parallel_for(0, chunks * g.outer, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, chunks * g.outer, grain(std::min(kChunk, g.reduced)), [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const int64_t chunk = t / g.outer, o = t % g.outer;
         const int64_t r0 = chunk * kChunk, n = std::min(kChunk, g.reduced - r0);
@@ -158,7 +163,8 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
   } else {
     // Columns: task (chunk, outer, tile of inner); each output accumulates in r order.
     const int64_t tiles = ceil_div(g.inner, kColumnTile);
-    at::parallel_for(0, chunks * g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
+    const int64_t task = std::min(kColumnTile, g.inner) * std::min(kChunk, g.reduced);
+    at::parallel_for(0, chunks * g.outer * tiles, grain(task), [&](int64_t begin, int64_t end) {
       Accum acc[kColumnTile];
       for (int64_t t = begin; t < end; ++t) {
         const int64_t chunk = t / (g.outer * tiles), o = (t / tiles) % g.outer, tile = t % tiles;
@@ -245,7 +251,7 @@ SoftmaxStats<Acc> combine(SoftmaxStats<Acc> a, SoftmaxStats<Acc> b) {
   return {m, sa + sb};
 }
 
-// e[i] = exp(x[i] - max) for i < n (e may be x's own buffer); returns their sum in lanes.
+// e[i] = exp(x[i] - max) for i < n; returns their sum (plain, in lanes).
 template <typename In, typename Acc>
 inline Acc exp_and_sum(const In* x, Acc max, Acc* e, int64_t n) {
   for (int64_t i = 0; i < n; ++i) e[i] = exp_nonpositive(static_cast<Acc>(x[i]) - max);
@@ -264,7 +270,7 @@ SoftmaxStats<Acc> softmax_chunk_stats(const In* x, int64_t n) {
 template <typename F>
 void for_each_row_chunk(int64_t rows, int64_t cols, const F& f) {
   const int64_t chunks = ceil_div(cols, kChunk);
-  at::parallel_for(0, rows * chunks, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows * chunks, grain(std::min(kChunk, cols)), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t r = t / chunks, c = t % chunks;
       f(r, c, c * kChunk, std::min(kChunk, cols - c * kChunk));
@@ -275,7 +281,7 @@ void for_each_row_chunk(int64_t rows, int64_t cols, const F& f) {
 // Rows of at most kChunk elements: one task per row, exp computed once and kept in a buffer.
 template <typename In, typename Out, typename Acc>
 void softmax_short_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
-  at::parallel_for(0, g.rows, std::max<int64_t>(1, kChunk / std::max<int64_t>(g.cols, 1)), [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, g.rows, grain(g.cols), [&](int64_t begin, int64_t end) {
     Acc e[kChunk];
     for (int64_t r = begin; r < end; ++r) {
       const In* xr = x + r * g.x_row_stride;
@@ -313,7 +319,7 @@ void softmax_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
 template <typename In, typename Out, typename Acc>
 void softmax_inner_kernel(const In* x, Out* y, const InnerGeometry& g) {
   const int64_t tiles = ceil_div(g.inner, kColumnTile);
-  at::parallel_for(0, g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, g.outer * tiles, grain(g.cols * std::min(kColumnTile, g.inner)), [&](int64_t begin, int64_t end) {
     Acc m[kColumnTile], s[kColumnTile];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t o = t / tiles, i0 = (t % tiles) * kColumnTile;
@@ -359,8 +365,30 @@ void reduce_scale_kernel(const T* x, T* y, Acc* scale, const RowGeometry& g, Acc
 
 template <typename T, typename Acc>
 void softmax_backward_kernel(const T* grad, const T* out, T* gx, const InnerGeometry& g) {
+  if (g.inner == 1) {
+    // Rows: the dot product in blocks of plain lanes (compensated across blocks), then the
+    // elementwise pass.
+    at::parallel_for(0, g.outer, grain(g.cols), [&](int64_t begin, int64_t end) {
+      Acc products[kBlockLen];
+      for (int64_t r = begin; r < end; ++r) {
+        const T* gr = grad + r * g.cols;
+        const T* orow = out + r * g.cols;
+        T* gxr = gx + r * g.cols;
+        Accumulator<Acc, SumOp<Acc>> dot;
+        for (int64_t b = 0; b < g.cols; b += kBlockLen) {
+          const int64_t n = std::min(kBlockLen, g.cols - b);
+          for (int64_t i = 0; i < n; ++i) products[i] = static_cast<Acc>(gr[b + i]) * static_cast<Acc>(orow[b + i]);
+          dot.add(reduce_plain<Acc, SumOp<Acc>>(products, n, 1));
+        }
+        const Acc d = dot.result();
+        for (int64_t i = 0; i < g.cols; ++i)
+          gxr[i] = static_cast<T>(static_cast<Acc>(orow[i]) * (static_cast<Acc>(gr[i]) - d));
+      }
+    });
+    return;
+  }
   const int64_t tiles = ceil_div(g.inner, kColumnTile);
-  at::parallel_for(0, g.outer * tiles, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, g.outer * tiles, grain(g.cols * std::min(kColumnTile, g.inner)), [&](int64_t begin, int64_t end) {
     Acc dot[kColumnTile];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t o = t / tiles, i0 = (t % tiles) * kColumnTile;
