@@ -53,29 +53,31 @@ constexpr int kVectorBytes = 64;
 namespace reduce_ops {
 namespace {
 
+#ifdef REDUCE_OPS_CPU_X86_TARGETS
 enum class CpuTarget { kDefault, kAvx2, kAvx512 };
 
-CpuTarget pick_target() {
-#ifdef REDUCE_OPS_CPU_X86_TARGETS
-  const std::string torch_choice = at::get_cpu_capability();
-  __builtin_cpu_init();
-  if (torch_choice == "AVX512" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return CpuTarget::kAvx512;
-  if ((torch_choice == "AVX512" || torch_choice == "AVX2") && __builtin_cpu_supports("avx2"))
-    return CpuTarget::kAvx2;
-#endif
-  return CpuTarget::kDefault;
+// The target, picked on the first call of any entry and kept for the process.
+CpuTarget cpu_target() {
+  static const CpuTarget target = [] {
+    const std::string torch_choice = at::get_cpu_capability();
+    __builtin_cpu_init();
+    if (torch_choice == "AVX512" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+      return CpuTarget::kAvx512;
+    if ((torch_choice == "AVX512" || torch_choice == "AVX2") && __builtin_cpu_supports("avx2"))
+      return CpuTarget::kAvx2;
+    return CpuTarget::kDefault;
+  }();
+  return target;
 }
 
-// Calls the kernel entry `name` of the target picked once per process.
-#ifdef REDUCE_OPS_CPU_X86_TARGETS
-#define REDUCE_OPS_CPU_CALL(name, ...)                               \
-  do {                                                               \
-    static const CpuTarget target = pick_target();                   \
-    if (target == CpuTarget::kAvx512) cpu_avx512::name(__VA_ARGS__); \
-    else if (target == CpuTarget::kAvx2) cpu_avx2::name(__VA_ARGS__);\
-    else cpu_default::name(__VA_ARGS__);                             \
+// Calls the kernel entry `name` of cpu_target().
+#define REDUCE_OPS_CPU_CALL(name, ...)                                    \
+  do {                                                                    \
+    const CpuTarget target = cpu_target();                                \
+    if (target == CpuTarget::kAvx512) cpu_avx512::name(__VA_ARGS__);      \
+    else if (target == CpuTarget::kAvx2) cpu_avx2::name(__VA_ARGS__);     \
+    else cpu_default::name(__VA_ARGS__);                                  \
   } while (0)
 #else
 #define REDUCE_OPS_CPU_CALL(name, ...) cpu_default::name(__VA_ARGS__)

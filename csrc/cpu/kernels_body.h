@@ -260,7 +260,7 @@ inline Acc exp_and_sum(const In* x, Acc max, Acc* e, int64_t n) {
 
 template <typename In, typename Acc>
 SoftmaxStats<Acc> softmax_chunk_stats(const In* x, int64_t n) {
-  const Acc m = reduce_strided<Acc, MaxOp<Acc>>(x, n, 1).result();
+  const Acc m = reduce_plain<Acc, MaxOp<Acc>>(x, n, 1);
   Acc e[kBlockLen];
   Acc s = 0;
   for (int64_t b = 0; b < n; b += kBlockLen) s += exp_and_sum(x + b, m, e, std::min(kBlockLen, n - b));
