@@ -151,10 +151,13 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
     else partial[chunk * outputs + j] = v;
   };
   if (g.inner == 1) {
-    // Rows: task (chunk, row).
+    // Rows: task (row, chunk), a row's chunks in turn, so that a thread's tasks read on through
+    // memory; chunk-major tasks jumped a whole row every kChunk elements. 2-core EPYC, three
+    // interleaved runs, ms: 256 x 65536 bfloat16 sum 1.7-2.1 -> 0.7-1.2, amax 2.2-2.4 -> 0.9-1.6;
+    // float32 sum 2.4-3.0 -> 1.9-2.5, amax 2.8-3.7 -> 1.7-2.1; 4096 x 1024 (one chunk a row) even.
     at::parallel_for(0, chunks * g.outer, grain(std::min(kChunk, g.reduced)), [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t chunk = t / g.outer, o = t % g.outer;
+        const int64_t o = t / chunks, chunk = t % chunks;
         const int64_t r0 = chunk * kChunk, n = std::min(kChunk, g.reduced - r0);
         const In* base = x + o * g.outer_stride + r0 * g.reduced_stride;
         emit(chunk, o, reduce_strided<Acc, Op>(base, n, g.reduced_stride));
