@@ -273,3 +273,42 @@ def test_compiled_reduce_overhead_mode_forward_and_backward():
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
         for a, b in zip(grads_got, grads_expected):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def every_op_step(x, w):
+    # Each op with a differentiable input, with the arguments its backward keeps (dims, keepdim,
+    # dtype, eps): what compiled autograd must carry into the traced backward.
+    s = reduce_ops.softmax(x @ w, -1, dtype=torch.float64).float()
+    q, scale = reduce_ops.reduce_scale(s, eps=1e-6)
+    loss = reduce_ops.sum(q * scale, (0, -1)) + reduce_ops.sum(q, -1, True, dtype=torch.float64).sum()
+    loss = loss + reduce_ops.amax(s, 0).sum() + reduce_ops.amax(s, [0, 1], keepdim=True).sum()
+    return loss + (reduce_ops.softmax_backward(s, s.detach(), -1) * x).sum()
+
+
+def test_compiled_autograd_traces_every_backward(device):
+    # The backwards are C++ autograd Functions marked traceable: compiled autograd must trace
+    # them (fullgraph: a node it cannot trace raises) and give eager's gradients.
+    from torch._dynamo import compiled_autograd
+
+    torch._dynamo.reset()
+    for rows in (8, 12):  # a second shape: the traced backward is not tied to the first
+        x = make_input((rows, 16), torch.float32, device).requires_grad_(True)
+        w = make_input((16, 16), torch.float32, device).requires_grad_(True)
+        expected = torch.autograd.grad(every_op_step(x, w), (x, w))
+        loss = every_op_step(x, w)
+        with compiled_autograd._enable(torch.compile(backend="aot_eager", fullgraph=True)):
+            loss.backward()
+        torch.testing.assert_close(x.grad, expected[0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(w.grad, expected[1], rtol=1e-5, atol=1e-6)
+
+
+def test_calls_that_need_no_gradient_record_no_graph(device):
+    x = rand64((3, 5), device)
+    with torch.no_grad():
+        outs = [reduce_ops.sum(x, -1), reduce_ops.amax(x, 0), reduce_ops.softmax(x, -1),
+                *reduce_ops.reduce_scale(x), reduce_ops.softmax_backward(x, x, -1)]
+    assert all(o.grad_fn is None and not o.requires_grad for o in outs)
+    # One operand of softmax_backward needing a gradient is enough for a graph.
+    y = torch.softmax(rand64((3, 5), device, requires_grad=False), -1)
+    assert reduce_ops.softmax_backward(x, y, -1).grad_fn is not None
+    assert reduce_ops.softmax_backward(y, x, -1).grad_fn is not None
