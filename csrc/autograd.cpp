@@ -38,6 +38,7 @@ using AmaxSig = at::Tensor(const at::Tensor&, at::OptionalIntArrayRef, bool);
 using SoftmaxSig = at::Tensor(const at::Tensor&, int64_t, std::optional<at::ScalarType>);
 using SoftmaxBackwardSig = at::Tensor(const at::Tensor&, const at::Tensor&, int64_t);
 using ReduceScaleSig = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double);
+using ReduceScaleInplaceSig = at::Tensor(at::Tensor&, double);
 
 const c10::TypedOperatorHandle<SumSig>& sum_op() {
   static const auto op = handle<SumSig>("reduce_ops::sum");
@@ -57,6 +58,10 @@ const c10::TypedOperatorHandle<SoftmaxBackwardSig>& softmax_backward_op() {
 }
 const c10::TypedOperatorHandle<ReduceScaleSig>& reduce_scale_op() {
   static const auto op = handle<ReduceScaleSig>("reduce_ops::reduce_scale");
+  return op;
+}
+const c10::TypedOperatorHandle<ReduceScaleInplaceSig>& reduce_scale_inplace_op() {
+  static const auto op = handle<ReduceScaleInplaceSig>("reduce_ops::reduce_scale_");
   return op;
 }
 
@@ -256,16 +261,38 @@ std::tuple<at::Tensor, at::Tensor> reduce_scale_autograd(const at::Tensor& x, do
   return {r[0], r[1]};
 }
 
+// reduce_scale_ is not differentiable: it overwrites the x its gradient needs. On a tensor that
+// requires grad it raises, as torch's in-place ops do on a leaf (before, it wrote x and
+// autograd went on with x's old graph: a wrong gradient, with no word).
+at::Tensor reduce_scale_inplace_autograd(at::Tensor& x, double eps) {
+  TORCH_CHECK(!needs_grad(x), "reduce_ops.reduce_scale_: x requires grad, and the in-place op is not "
+              "differentiable (it overwrites the x its gradient needs); use reduce_ops.reduce_scale, or "
+              "call it under torch.no_grad() on a tensor nothing differentiates through");
+  at::AutoDispatchBelowAutograd below;  // on to ADInplaceOrView, which bumps x's version
+  return reduce_scale_inplace_op().call(x, eps);
+}
+
+// As torch's in-place ops: x's version counter moves, so that a graph that saved x for its
+// backward raises instead of using the overwritten values.
+at::Tensor reduce_scale_inplace_ad_inplace_or_view(at::Tensor& x, double eps) {
+  at::Tensor scale = call_below_autograd(reduce_scale_inplace_op(), x, eps);
+  torch::autograd::impl::bump_version(x);
+  return scale;
+}
+
 }  // namespace
 
-// reduce_scale_ has none: an in-place op on a tensor that needs a gradient gets torch's
-// autograd fallback, as before.
 TORCH_LIBRARY_IMPL(reduce_ops, Autograd, m) {
   m.impl("sum", &sum_autograd);
   m.impl("amax", &amax_autograd);
   m.impl("softmax", &softmax_autograd);
   m.impl("softmax_backward", &softmax_backward_autograd);
   m.impl("reduce_scale", &reduce_scale_autograd);
+  m.impl("reduce_scale_", &reduce_scale_inplace_autograd);
+}
+
+TORCH_LIBRARY_IMPL(reduce_ops, ADInplaceOrView, m) {
+  m.impl("reduce_scale_", &reduce_scale_inplace_ad_inplace_or_view);
 }
 
 }  // namespace reduce_ops

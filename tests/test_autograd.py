@@ -89,6 +89,34 @@ def test_reduce_scale_zero_row_has_zero_gradient(device):
     assert torch.isfinite(x.grad).all()
 
 
+def test_reduce_scale_inplace_refuses_a_tensor_that_requires_grad(device):
+    # It overwrites the x its gradient needs: a leaf and a graph's inner tensor both raise, and
+    # x is left as it was.
+    leaf = rand64((3, 6), device)
+    inner = leaf * 2
+    for x in (leaf, inner):
+        before = x.detach().clone()
+        with pytest.raises(RuntimeError, match="reduce_scale_: x requires grad"):
+            reduce_ops.reduce_scale_(x)
+        assert torch.equal(x.detach(), before)
+    with torch.no_grad():  # where no gradient is recorded, it runs
+        scale = reduce_ops.reduce_scale_(inner)
+    assert torch.equal(scale, before.abs().amax(-1, keepdim=True))
+
+
+def test_reduce_scale_inplace_moves_the_version_counter(device):
+    # As torch's in-place ops: a graph that saved x for its backward raises instead of using
+    # the overwritten values.
+    x = make_input((3, 6), F64, device)
+    w = rand64((3, 6), device)
+    y = w * x  # saves x for w's gradient
+    version = x._version
+    reduce_ops.reduce_scale_(x)
+    assert x._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
 # ---- the softmax_backward operator -----------------------------------------------------------
 
 def reference_softmax_backward(grad, out, dim):

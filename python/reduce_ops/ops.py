@@ -59,7 +59,11 @@ def reduce_scale(x: torch.Tensor, *, eps: float = 0.0) -> Tuple[torch.Tensor, to
 
 
 def reduce_scale_(x: torch.Tensor, *, eps: float = 0.0) -> torch.Tensor:
-    """In-place :func:`reduce_scale`: writes ``out`` into ``x`` and returns ``scale``."""
+    """In-place :func:`reduce_scale`: writes ``out`` into ``x`` and returns ``scale``.
+
+    Not differentiable (it overwrites the ``x`` its gradient needs): raises if ``x`` requires grad
+    while grad mode is on.
+    """
     return _ops.reduce_scale_(x, eps=eps)
 
 
