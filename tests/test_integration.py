@@ -468,3 +468,20 @@ def test_cpu_kernels_give_the_same_bits_on_every_instruction_set(tmp_path):
     (first_name, first), *others = runs.items()
     for name, results in others:
         assert_same_results(first, results, f"{first_name} and {name}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64],
+                         ids=lambda d: str(d)[6:])
+def test_cpu_row_reductions_give_the_same_bits_whatever_the_row_stride(dtype):
+    # The lanes take a run's elements in one fixed order for every stride (bfloat16's even/odd
+    # split included), so a strided row sums and maxes as its dense copy does. Magnitudes over
+    # 2^-20..2^20 make the float partial sums round (sums of nearby bfloat16 values are exact in
+    # any order), and the float32 result keeps what a bfloat16 one would round away.
+    gen = torch.Generator().manual_seed(0)
+    wide = torch.randn(6, 2 * 20003, generator=gen) * torch.exp2(torch.randint(-20, 21, (6, 2 * 20003), generator=gen))
+    strided = wide.to(dtype)[:, ::2]
+    dense = strided.contiguous()
+    assert strided.stride(-1) == 2
+    out_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+    assert_same_bits(reduce_ops.sum(strided, -1, dtype=out_dtype), reduce_ops.sum(dense, -1, dtype=out_dtype))
+    assert_same_bits(reduce_ops.amax(strided, -1), reduce_ops.amax(dense, -1))
