@@ -226,16 +226,15 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
     const int64_t task = std::min(kColumnTile, g.inner) * std::min(kChunk, g.reduced);
     at::parallel_for(0, chunks * g.outer * tiles, grain(task), [&](int64_t begin, int64_t end) {
       Accum acc[kColumnTile];
+      Acc plain[kColumnTile];
       for (int64_t t = begin; t < end; ++t) {
         const int64_t chunk = t / (g.outer * tiles), o = (t / tiles) % g.outer, tile = t % tiles;
         const int64_t i0 = tile * kColumnTile, width = std::min(kColumnTile, g.inner - i0);
         const int64_t r0 = chunk * kChunk, r1 = std::min(g.reduced, r0 + kChunk);
-        std::fill(acc, acc + width, Accum());
-        for (int64_t rb = r0; rb < r1; rb += kColumnBlockLen) {
-          // Plain per-column partials over a block of rows, folded compensated (as rows do).
-          Acc plain[kColumnTile];
+        // Plain per-column partials over a block of rows [rb, re), folded compensated (as rows do).
+        auto block = [&](int64_t rb, int64_t re) {
           std::fill(plain, plain + width, Op::identity());
-          for (int64_t r = rb; r < std::min(r1, rb + kColumnBlockLen); ++r) {
+          for (int64_t r = rb; r < re; ++r) {
             const In* row = x + o * g.outer_stride + r * g.reduced_stride + i0 * g.inner_stride;
             if (g.inner_stride == 1) {
               for (int64_t i = 0; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i]));
@@ -243,9 +242,29 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
               for (int64_t i = 0; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i * g.inner_stride]));
             }
           }
+        };
+        // The tile's outputs are adjacent: stored in loops of their own (through emit, GCC made
+        // both branches masked scatters). 2-core EPYC, 4 x 65536 float32 sum over dim 0, one
+        // thread: 102-105 -> 66-75 us, and 48 with the shortcut below (torch 34).
+        const int64_t j0 = o * g.inner + i0;
+        if (chunks == 1 && r1 - r0 <= kColumnBlockLen) {
+          // One block: a fresh accumulator's add and result come to Op(identity, plain), bit for
+          // bit (for the sum 0 + plain: the compensation is 0, or NaN only where the result is
+          // final), without its per-column state.
+          block(r0, r1);
+          for (int64_t i = 0; i < width; ++i) out[j0 + i] = static_cast<Out>(Op()(Op::identity(), plain[i]));
+          continue;
+        }
+        std::fill(acc, acc + width, Accum());
+        for (int64_t rb = r0; rb < r1; rb += kColumnBlockLen) {
+          block(rb, std::min(r1, rb + kColumnBlockLen));
           for (int64_t i = 0; i < width; ++i) acc[i].add(plain[i]);
         }
-        for (int64_t i = 0; i < width; ++i) emit(chunk, o * g.inner + i0 + i, acc[i]);
+        if (chunks == 1) {
+          for (int64_t i = 0; i < width; ++i) out[j0 + i] = static_cast<Out>(acc[i].result());
+        } else {
+          std::copy(acc, acc + width, partial.begin() + chunk * outputs + j0);
+        }
       }
     });
   }
