@@ -234,12 +234,32 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
         // Plain per-column partials over a block of rows [rb, re), folded compensated (as rows do).
         auto block = [&](int64_t rb, int64_t re) {
           std::fill(plain, plain + width, Op::identity());
+          int64_t strips = 0;  // columns done a vector at a time
+          if constexpr (std::is_same_v<In, Acc>) {
+            // A vector of columns down all the block's rows in a register, then stored once: the
+            // loop below reloads and stores plain every row (the same folds in the same order).
+            // 2-core EPYC, one thread, 4 x 65536 float32 over dim 0: amax 51 -> 39 us, sum 48 -> 34-44.
+            constexpr int W = kWidth<Acc>;
+            if (g.inner_stride == 1) {
+              for (; strips + W <= width; strips += W) {
+                Vec<Acc> v;
+                std::memcpy(&v, plain + strips, sizeof v);
+                for (int64_t r = rb; r < re; ++r) {
+                  Vec<Acc> e;
+                  std::memcpy(&e, x + o * g.outer_stride + r * g.reduced_stride + i0 + strips, sizeof e);
+                  v = fold<Op>(v, e);
+                }
+                std::memcpy(plain + strips, &v, sizeof v);
+              }
+            }
+          }
+          if (strips == width) return;
           for (int64_t r = rb; r < re; ++r) {
             const In* row = x + o * g.outer_stride + r * g.reduced_stride + i0 * g.inner_stride;
             if (g.inner_stride == 1) {
-              for (int64_t i = 0; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i]));
+              for (int64_t i = strips; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i]));
             } else {
-              for (int64_t i = 0; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i * g.inner_stride]));
+              for (int64_t i = strips; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i * g.inner_stride]));
             }
           }
         };
