@@ -29,7 +29,7 @@ def main():
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
     for shape in [(4096, 1024), (1024, 4096), (256, 65536), (1 << 24,)]:
-        for dtype in (torch.float32, torch.bfloat16):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
             x = torch.randn(shape, dtype=dtype)
             cases = [("sum(-1)", lambda: ops.sum(x, [-1]), lambda: x.sum(-1))]
             if x.dim() == 2:

@@ -156,6 +156,20 @@ def test_sum_half_accumulates_in_float32(device):
     assert torch.equal(reduce_ops.sum(rows, -1), torch.full((4,), 3000.0, dtype=torch.float16, device=device))
 
 
+@pytest.mark.parametrize("dim", [1, 0], ids=["rows", "columns"])
+def test_every_float16_value_is_widened_exactly(device, dim):
+    # Each of the 65536 float16 bit patterns alone among zeros, in rows (and columns) of 32 and
+    # 64, summed to float32: the exact value (NaN stays NaN, -0 sums to +0 as torch's).
+    for width in (32, 64):
+        values = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(torch.float16)
+        x = torch.zeros(1 << 16, width, dtype=torch.float16)
+        x[torch.arange(1 << 16), torch.arange(1 << 16) % width] = values
+        x = x.to(device)
+        x = x if dim == 1 else x.t().contiguous()
+        assert_exactly_equal(reduce_ops.sum(x, dim, dtype=torch.float32), torch.sum(x, dim, dtype=torch.float32))
+        assert_exactly_equal(reduce_ops.amax(x.abs(), dim), torch.amax(x.abs(), dim))
+
+
 def test_sum_float64_accumulates_in_float64(device):
     # 1 + 2^-30 is 1.0 in float32; every partial sum k * (1 + 2^-30), k <= 1000, is exact in
     # float64 (40 significant bits), so a float64 accumulation gives exactly this, in any order.

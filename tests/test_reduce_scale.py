@@ -11,7 +11,7 @@ import torch
 import reduce_ops
 from conftest import (
     DTYPES, INT_LIKE_DTYPES, LAYOUTS, accumulate_dtype, assert_close_to_reference,
-    assert_exactly_equal, assert_like_torch_result, dtype_id, expected_exception, make_input,
+    assert_exactly_equal, assert_like_torch_result, assert_same_bits, dtype_id, expected_exception, make_input,
     message_names_dtype, reduce_scale_tolerance, reference_reduce_scale,
 )
 
@@ -116,6 +116,24 @@ def test_reduce_scale_output_is_within_unit_range(device, dtype):
     out, scale = reduce_ops.reduce_scale(x)
     assert (out.abs() <= 1).all()
     assert (scale > 0).all()
+
+
+@pytest.mark.parametrize("scale", [65504.0, 3.0, 2.0 ** -10], ids=["max", "3", "2^-10"])
+def test_reduce_scale_every_float16_value_rounds_like_torch_cpu(scale):
+    # Every finite float16 x with |x| <= scale, in rows led by the scale itself: out = x / scale
+    # rounded to float16 bit for bit as torch's (x.float() / scale).half(). It covers the CPU
+    # kernels' float16 conversions (one instruction a vector on AVX2 and AVX-512, integer code
+    # on the baseline and in the tails): rounding to nearest even, subnormals, signed zeros.
+    values = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    values = values[values.isfinite() & (values.abs() <= scale)]
+    cols = 1000
+    rows = -(-values.numel() // (cols - 1))
+    body = torch.zeros(rows * (cols - 1), dtype=torch.float16)
+    body[: values.numel()] = values
+    x = torch.cat([torch.full((rows, 1), scale, dtype=torch.float16), body.view(rows, cols - 1)], 1)
+    out, s = reduce_ops.reduce_scale(x)
+    assert torch.equal(s, torch.full_like(s, scale))
+    assert_same_bits(out, (x.float() / scale).half())
 
 
 # ---- special cases ---------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 // so results are the same bits whatever the thread count, and the kernels (kernels_body.h) are
 // compiled once per instruction set with the same arithmetic, so also whatever the target.
 //
-// Targets: the baseline of the architecture, and on x86-64 with GCC an AVX2 and an AVX-512
-// copy. The one used is the best the CPU runs and torch's own CPU kernels use (torch picks
+// Targets: the baseline of the architecture, and on x86-64 with GCC an AVX2 (with F16C) and
+// an AVX-512 copy. The one used is the best the CPU runs and torch's own CPU kernels use (torch picks
 // from the CPU and the ATEN_CPU_CAPABILITY variable, which therefore steers ours too).
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
@@ -25,6 +25,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define REDUCE_OPS_CPU_X86_TARGETS 1
+#include <immintrin.h>  // float16 conversions (F16C, AVX-512)
 #endif
 
 namespace reduce_ops::cpu_default {
@@ -34,7 +35,7 @@ constexpr int kVectorBytes = 16;
 
 #ifdef REDUCE_OPS_CPU_X86_TARGETS
 #pragma GCC push_options
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,f16c")
 namespace reduce_ops::cpu_avx2 {
 constexpr int kVectorBytes = 32;
 #include "cpu/kernels_body.h"
@@ -64,7 +65,8 @@ CpuTarget cpu_target() {
     if (torch_choice == "AVX512" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
       return CpuTarget::kAvx512;
-    if ((torch_choice == "AVX512" || torch_choice == "AVX2") && __builtin_cpu_supports("avx2"))
+    if ((torch_choice == "AVX512" || torch_choice == "AVX2") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("f16c"))
       return CpuTarget::kAvx2;
     return CpuTarget::kDefault;
   }();

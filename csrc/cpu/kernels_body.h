@@ -76,6 +76,163 @@ struct Abs {
   V operator()(V v) const { return v <= 0 ? 0 - v : v; }
 };
 
+// float16 <-> float in integer and float operations, the cases joined by masks (GCC turned
+// selects here into branches, which kept the loops around them from vectorizing); c10::Half's
+// conversions are a call or a one-element instruction each. Both give c10's values: the
+// widening is exact (a NaN comes out quiet, payload kept), the narrowing rounds to nearest even
+// (a NaN becomes 0x7e00 with its sign). Neither meets a float subnormal, so flush-to-zero and
+// denormals-are-zero modes change nothing.
+inline uint32_t mask_if(bool c) { return 0u - static_cast<uint32_t>(c); }
+
+inline float half_to_float(uint16_t h) {
+  const uint32_t a = h & 0x7fffu;
+  const uint32_t normal = (a << 13) + 0x38000000u;  // exponent rebiased by 127 - 15
+  const uint32_t special = (a << 13) | 0x7f800000u | (mask_if(a > 0x7c00u) & 0x00400000u);  // inf, NaN
+  const float small = static_cast<float>(static_cast<int32_t>(a)) * 0x1p-24f;  // zero, subnormals
+  const uint32_t is_small = mask_if(a < 0x0400u), is_special = mask_if(a >= 0x7c00u);
+  const uint32_t bits = (std::bit_cast<uint32_t>(small) & is_small) | (special & is_special) |
+                        (normal & ~(is_small | is_special));
+  return std::bit_cast<float>(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
+
+inline uint16_t float_to_half(float f) {
+  const uint32_t w = std::bit_cast<uint32_t>(f);
+  const uint32_t a = w & 0x7fffffffu;
+  // Normal halves: the exponent rebiased, the 13 bits dropped rounded to nearest even (a carry
+  // moves into the exponent, up to infinity from 65520 on).
+  const uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14: |f| + 0.5 rounds |f| to a multiple of 2^-24, the subnormal step, in hardware.
+  const uint32_t small = std::bit_cast<uint32_t>(std::bit_cast<float>(a) + 0.5f) - 0x3f000000u;
+  const uint32_t is_small = mask_if(a < 0x38800000u), is_inf = mask_if(a >= 0x477ff000u);
+  const uint32_t is_nan = mask_if(a > 0x7f800000u);
+  uint32_t h = (small & is_small) | (normal & ~(is_small | is_inf));
+  h = (h & ~is_inf) | (0x7c00u & is_inf) | (0x0200u & is_nan);
+  return static_cast<uint16_t>(h | ((w >> 16) & 0x8000u));
+}
+
+// In -> Acc and Acc -> Out conversions of the kernels (float16 through the functions above).
+template <typename Acc, typename T>
+inline Acc widen(T v) {
+  if constexpr (std::is_same_v<T, at::Half> && std::is_same_v<Acc, float>) return half_to_float(v.x);
+  else return static_cast<Acc>(v);
+}
+
+template <typename T, typename Acc>
+inline T narrow(Acc v) {
+  if constexpr (std::is_same_v<T, at::Half> && std::is_same_v<Acc, float>) return T(float_to_half(v), T::from_bits());
+  else return static_cast<T>(v);
+}
+
+// y[i] = x[i] widened to Acc, for i < n. float16 into float takes one instruction a vector
+// where the target has it (F16C: the AVX2 and AVX-512 targets); half_to_float, vectorized, took
+// about seven times as long, more than the memory did.
+template <typename Acc, typename In>
+inline void widen_run(const In* x, Acc* y, int64_t n) {
+  int64_t i = 0;
+#ifdef REDUCE_OPS_CPU_X86_TARGETS
+  if constexpr (std::is_same_v<In, at::Half> && std::is_same_v<Acc, float> && kVectorBytes >= 32) {
+    constexpr int W = kWidth<float>;
+    for (; i + W <= n; i += W) {
+      Vec<float> v;
+      if constexpr (W == 16) v = (Vec<float>)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+      else v = (Vec<float>)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+      std::memcpy(y + i, &v, sizeof v);
+    }
+  }
+#endif
+  for (; i < n; ++i) y[i] = widen<Acc>(x[i]);
+}
+
+// y[i] = x[i] narrowed to Out, for i < n; float into float16 as widen_run, the instruction's NaN
+// (which keeps the top of the payload) made float_to_half's 0x7e00 with its sign.
+template <typename Out, typename Acc>
+inline void narrow_run(const Acc* x, Out* y, int64_t n) {
+  int64_t i = 0;
+#ifdef REDUCE_OPS_CPU_X86_TARGETS
+  if constexpr (std::is_same_v<Out, at::Half> && std::is_same_v<Acc, float> && kVectorBytes >= 32) {
+    constexpr int W = kWidth<float>;
+    typedef int16_t Halves __attribute__((vector_size(2 * W)));
+    for (; i + W <= n; i += W) {
+      Vec<float> v;
+      std::memcpy(&v, x + i, sizeof v);
+      Halves h;
+      if constexpr (W == 16) h = (Halves)_mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT);
+      else h = (Halves)_mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT);
+      h &= ~(((h & 0x7fff) > 0x7c00) & 0x01ff);  // a NaN's payload cleared: 0x7e00 and the sign
+      std::memcpy(y + i, &h, sizeof h);
+    }
+  }
+#endif
+  for (; i < n; ++i) y[i] = narrow<Out>(x[i]);
+}
+
+// Loops over elements of another type than Acc convert them in the loop (bfloat16: a shift in,
+// a rounding add out, both vectorized), except float16's, which run on floats in buffers of
+// their own, converted a vector at a time (widen_run, narrow_run). Staging bfloat16 as well cost
+// its ReduceScale and softmax_backward 30% (2-core EPYC, 4096 x 1024, one thread).
+template <typename T, typename Acc>
+constexpr bool kStaged = std::is_same_v<T, at::Half> && std::is_same_v<Acc, float>;
+
+// x[i] read as Acc, converted where it is read.
+template <typename Acc, typename T>
+struct Widening {
+  const T* p;
+  Acc operator[](int64_t i) const { return widen<Acc>(p[i]); }
+};
+
+// y[i] written from Acc, converted where it is written.
+template <typename Acc, typename T>
+struct Narrowing {
+  struct Slot {
+    T* q;
+    void operator=(Acc v) const { *q = narrow<T>(v); }
+  };
+  T* p;
+  Slot operator[](int64_t i) const { return {p + i}; }
+};
+
+// x[0, n) as Acc values: x itself, a Widening view, or (float16) widened into buf.
+template <typename Acc, typename In>
+inline auto as_acc(const In* x, int64_t n, Acc* buf) {
+  if constexpr (std::is_same_v<In, Acc>) {
+    return x;
+  } else if constexpr (kStaged<In, Acc>) {
+    widen_run(x, buf, n);
+    return static_cast<const Acc*>(buf);
+  } else {
+    return Widening<Acc, In>{x};
+  }
+}
+
+// Where a loop puts the Acc values of y[0, n): y itself, a Narrowing view, or (float16) buf,
+// which store_run then narrows into y.
+template <typename Acc, typename Out>
+inline auto out_acc(Out* y, Acc* buf) {
+  if constexpr (std::is_same_v<Out, Acc>) return y;
+  else if constexpr (kStaged<Out, Acc>) return buf;
+  else return Narrowing<Acc, Out>{y};
+}
+
+template <typename Acc, typename Out, typename Values>
+inline void store_run(Values values, Out* y, int64_t n) {
+  if constexpr (kStaged<Out, Acc>) narrow_run(static_cast<const Acc*>(values), y, n);
+}
+
+// f(xa, ya, m) over x[0, n) -> y[0, n) in blocks of kBlockLen: xa reads m elements of x as Acc,
+// ya takes the m outputs as Acc (float16's buffers hold 4 KB: staging a whole kChunk, 32 KB,
+// filled the level-1 cache).
+template <typename Acc, typename In, typename Out, typename F>
+inline void map_blocks(const In* x, Out* y, int64_t n, const F& f) {
+  Acc buf[kStaged<In, Acc> || kStaged<Out, Acc> ? kBlockLen : 1];
+  for (int64_t b = 0; b < n; b += kBlockLen) {
+    const int64_t m = std::min(kBlockLen, n - b);
+    const auto xa = as_acc(x + b, m, buf);
+    const auto ya = out_acc(y + b, buf);
+    f(xa, ya, m);
+    store_run<Acc>(ya, y + b, m);
+  }
+}
+
 // The 32-bit words of a float vector's width.
 typedef uint32_t Bits32 __attribute__((vector_size(kVectorBytes)));
 
@@ -108,9 +265,14 @@ inline void load_lanes(const In* x, int64_t stride, Vec<Acc> (&v)[kLanes<Acc> / 
     }
   }
   Acc e[L];
+  if (stride == 1) {
+    widen_run(x, e, L);  // float16, in order
+    std::memcpy(v, e, sizeof e);
+    return;
+  }
   for (int k = 0; k < L; ++k) {
     const int64_t element = kWords ? (k < L / 2 ? 2 * k : 2 * (k - L / 2) + 1) : k;
-    e[k] = static_cast<Acc>(x[element * stride]);
+    e[k] = widen<Acc>(x[element * stride]);
   }
   std::memcpy(v, e, sizeof e);
 }
@@ -175,7 +337,7 @@ inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
   }
   if (i < n) {
     std::memcpy(lane, vec, sizeof vec);
-    for (int k = 0; i + k < n; ++k) lane[k] = fold<Op>(lane[k], f(static_cast<Acc>(x[(i + k) * stride])));
+    for (int k = 0; i + k < n; ++k) lane[k] = fold<Op>(lane[k], f(widen<Acc>(x[(i + k) * stride])));
     std::memcpy(vec, lane, sizeof vec);
   }
   // The tree: lane k takes lane k + w for w = L/2, ..., 1; the steps with w >= W are whole
@@ -183,6 +345,64 @@ inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
   for (int w = L / 2; w >= W; w /= 2)
     for (int j = 0; j < w / W; ++j) vec[j] = fold<Op>(vec[j], vec[j + w / W]);
   return fold_halves<Op, Acc, kVectorBytes>(vec[0]);
+}
+
+// Columns: N vectors of adjacent columns (x[0], ..., x[N W - 1] of each row) folded down rows
+// [rb, re) in registers from Op's identity, stored into plain[0, N W) once. The same folds in the
+// same order as one column at a time; the max as reduce_plain's (a plain max and a NaN mask).
+// 128 bytes of columns a row (N = kLanes / W) beat one vector (and float16 and bfloat16 went one
+// column at a time). 2-core EPYC, one thread, us before -> after (torch): 4 x 65536 over dim 0,
+// float32 sum 31 -> 25 (33), amax 37 -> 26 (20); bfloat16 sum 55 -> 25 (128), amax 46 -> 34 (56);
+// float16 sum 86 -> 37 (122), amax 74 -> 40 (42); 1024 x 128 float32 amax 20 -> 9 (9);
+// 4096 x 1024 float16 sum 700 -> 200 (243), float32 sum 1670 -> 1290 (870-970).
+template <typename Op, typename Acc, int N, typename In>
+inline void fold_columns(const In* x, int64_t rb, int64_t re, int64_t row_stride, Acc* plain) {
+  constexpr int W = kWidth<Acc>;
+  Vec<Acc> v[N];
+  for (int j = 0; j < N; ++j) v[j] = Vec<Acc>{} + Op::identity();  // a broadcast (lane by lane: masked moves)
+  decltype(v[0] != v[0]) nan[N] = {};  // the max's lanes that saw a NaN (as reduce_plain's)
+  for (int64_t r = rb; r < re; ++r) {
+    const In* row = x + r * row_stride;
+    Vec<Acc> e[N];
+    if constexpr (std::is_same_v<In, Acc>) {
+      for (int j = 0; j < N; ++j) std::memcpy(&e[j], row + j * W, sizeof e[j]);
+    } else {
+      Acc wide[N * W];
+      widen_run(row, wide, N * W);
+      std::memcpy(e, wide, sizeof e);
+    }
+    if constexpr (std::is_same_v<Op, MaxOp<Acc>>) {
+      for (int j = 0; j < N; ++j) {
+        nan[j] |= e[j] != e[j];
+        v[j] = v[j] > e[j] ? v[j] : e[j];
+      }
+    } else {
+      for (int j = 0; j < N; ++j) v[j] = fold<Op>(v[j], e[j]);
+    }
+  }
+  if constexpr (std::is_same_v<Op, MaxOp<Acc>>)
+    for (int j = 0; j < N; ++j) v[j] = nan[j] != 0 ? Vec<Acc>{} + std::numeric_limits<Acc>::quiet_NaN() : v[j];
+  for (int j = 0; j < N; ++j) std::memcpy(plain + j * W, &v[j], sizeof v[j]);
+}
+
+// plain[i] = the fold over rows [rb, re) of x[r * row_stride + i * col_stride], i < width:
+// adjacent columns in registers (fold_columns), the rest one at a time.
+template <typename Op, typename Acc, typename In>
+inline void fold_tile_columns(const In* x, int64_t rb, int64_t re, int64_t row_stride, int64_t col_stride,
+                              int64_t width, Acc* plain) {
+  int64_t strips = 0;  // columns done in registers
+  if (col_stride == 1) {
+    for (; strips + kLanes<Acc> <= width; strips += kLanes<Acc>)
+      fold_columns<Op, Acc, kLanes<Acc> / kWidth<Acc>>(x + strips, rb, re, row_stride, plain + strips);
+    for (; strips + kWidth<Acc> <= width; strips += kWidth<Acc>)
+      fold_columns<Op, Acc, 1>(x + strips, rb, re, row_stride, plain + strips);
+  }
+  if (strips == width) return;
+  std::fill(plain + strips, plain + width, Op::identity());
+  for (int64_t r = rb; r < re; ++r) {
+    const In* row = x + r * row_stride;
+    for (int64_t i = strips; i < width; ++i) plain[i] = fold<Op>(plain[i], widen<Acc>(row[i * col_stride]));
+  }
 }
 
 template <typename Acc, typename Op, typename In>
@@ -204,7 +424,7 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
   const int64_t chunks = ceil_div(g.reduced, kChunk);
   std::vector<Accum> partial(chunks > 1 ? chunks * outputs : 0);
   auto emit = [&](int64_t chunk, int64_t j, const Accum& v) {
-    if (chunks == 1) out[j] = static_cast<Out>(v.result());
+    if (chunks == 1) out[j] = narrow<Out>(v.result());
     else partial[chunk * outputs + j] = v;
   };
   if (g.inner == 1) {
@@ -233,35 +453,8 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
         const int64_t r0 = chunk * kChunk, r1 = std::min(g.reduced, r0 + kChunk);
         // Plain per-column partials over a block of rows [rb, re), folded compensated (as rows do).
         auto block = [&](int64_t rb, int64_t re) {
-          std::fill(plain, plain + width, Op::identity());
-          int64_t strips = 0;  // columns done a vector at a time
-          if constexpr (std::is_same_v<In, Acc>) {
-            // A vector of columns down all the block's rows in a register, then stored once: the
-            // loop below reloads and stores plain every row (the same folds in the same order).
-            // 2-core EPYC, one thread, 4 x 65536 float32 over dim 0: amax 51 -> 39 us, sum 48 -> 34-44.
-            constexpr int W = kWidth<Acc>;
-            if (g.inner_stride == 1) {
-              for (; strips + W <= width; strips += W) {
-                Vec<Acc> v;
-                std::memcpy(&v, plain + strips, sizeof v);
-                for (int64_t r = rb; r < re; ++r) {
-                  Vec<Acc> e;
-                  std::memcpy(&e, x + o * g.outer_stride + r * g.reduced_stride + i0 + strips, sizeof e);
-                  v = fold<Op>(v, e);
-                }
-                std::memcpy(plain + strips, &v, sizeof v);
-              }
-            }
-          }
-          if (strips == width) return;
-          for (int64_t r = rb; r < re; ++r) {
-            const In* row = x + o * g.outer_stride + r * g.reduced_stride + i0 * g.inner_stride;
-            if (g.inner_stride == 1) {
-              for (int64_t i = strips; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i]));
-            } else {
-              for (int64_t i = strips; i < width; ++i) plain[i] = fold<Op>(plain[i], static_cast<Acc>(row[i * g.inner_stride]));
-            }
-          }
+          fold_tile_columns<Op>(x + o * g.outer_stride + i0 * g.inner_stride, rb, re, g.reduced_stride,
+                                g.inner_stride, width, plain);
         };
         // The tile's outputs are adjacent: stored in loops of their own (through emit, GCC made
         // both branches masked scatters). 2-core EPYC, 4 x 65536 float32 sum over dim 0, one
@@ -272,7 +465,7 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
           // bit (for the sum 0 + plain: the compensation is 0, or NaN only where the result is
           // final), without its per-column state.
           block(r0, r1);
-          for (int64_t i = 0; i < width; ++i) out[j0 + i] = static_cast<Out>(Op()(Op::identity(), plain[i]));
+          for (int64_t i = 0; i < width; ++i) out[j0 + i] = narrow<Out>(Op()(Op::identity(), plain[i]));
           continue;
         }
         std::fill(acc, acc + width, Accum());
@@ -281,7 +474,7 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
           for (int64_t i = 0; i < width; ++i) acc[i].add(plain[i]);
         }
         if (chunks == 1) {
-          for (int64_t i = 0; i < width; ++i) out[j0 + i] = static_cast<Out>(acc[i].result());
+          for (int64_t i = 0; i < width; ++i) out[j0 + i] = narrow<Out>(acc[i].result());
         } else {
           std::copy(acc, acc + width, partial.begin() + chunk * outputs + j0);
         }
@@ -293,7 +486,7 @@ void reduce_kernel(const In* x, Out* out, const ReduceGeometry& g) {
       for (int64_t j = begin; j < end; ++j) {
         Accum acc = partial[j];
         for (int64_t c = 1; c < chunks; ++c) acc.merge(partial[c * outputs + j]);
-        out[j] = static_cast<Out>(acc.result());
+        out[j] = narrow<Out>(acc.result());
       }
     });
   }
@@ -353,7 +546,8 @@ SoftmaxStats<Acc> combine(SoftmaxStats<Acc> a, SoftmaxStats<Acc> b) {
 // e[i] = exp(x[i] - max) for i < n; returns their sum (plain, in lanes).
 template <typename In, typename Acc>
 inline Acc exp_and_sum(const In* x, Acc max, Acc* e, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) e[i] = exp_nonpositive(static_cast<Acc>(x[i]) - max);
+  const auto xa = as_acc(x, n, e);
+  for (int64_t i = 0; i < n; ++i) e[i] = exp_nonpositive(xa[i] - max);
   return reduce_plain<Acc, SumOp<Acc>>(e, n, 1);
 }
 
@@ -387,7 +581,9 @@ void softmax_short_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
       Out* yr = y + r * g.y_row_stride;
       const Acc m = reduce_plain<Acc, MaxOp<Acc>>(xr, g.cols, 1);
       const Acc s = exp_and_sum(xr, m, e, g.cols);
-      for (int64_t i = 0; i < g.cols; ++i) yr[i] = static_cast<Out>(e[i] / s);
+      const auto ya = out_acc(yr, e);
+      for (int64_t i = 0; i < g.cols; ++i) ya[i] = e[i] / s;
+      store_run<Acc>(ya, yr, g.cols);
     }
   });
 }
@@ -409,9 +605,9 @@ void softmax_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
   });
   for_each_row_chunk(g.rows, g.cols, [&](int64_t r, int64_t, int64_t c0, int64_t n) {
     const SoftmaxStats<Acc> s = stats[r * chunks];
-    const In* xr = x + r * g.x_row_stride + c0;
-    Out* yr = y + r * g.y_row_stride + c0;
-    for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<Out>(exp_nonpositive(static_cast<Acc>(xr[i]) - s.max) / s.sum);
+    map_blocks<Acc>(x + r * g.x_row_stride + c0, y + r * g.y_row_stride + c0, n, [&](auto xa, auto ya, int64_t m) {
+      for (int64_t i = 0; i < m; ++i) ya[i] = exp_nonpositive(xa[i] - s.max) / s.sum;
+    });
   });
 }
 
@@ -419,21 +615,24 @@ template <typename In, typename Out, typename Acc>
 void softmax_inner_kernel(const In* x, Out* y, const InnerGeometry& g) {
   const int64_t tiles = ceil_div(g.inner, kColumnTile);
   at::parallel_for(0, g.outer * tiles, grain(g.cols * std::min(kColumnTile, g.inner)), [&](int64_t begin, int64_t end) {
-    Acc m[kColumnTile], s[kColumnTile];
+    Acc m[kColumnTile], s[kColumnTile], buf[kColumnTile];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t o = t / tiles, i0 = (t % tiles) * kColumnTile;
       const int64_t width = std::min(kColumnTile, g.inner - i0);
       const In* xb = x + o * g.cols * g.inner + i0;
       Out* yb = y + o * g.cols * g.inner + i0;
-      std::fill(m, m + width, MaxOp<Acc>::identity());
+      fold_tile_columns<MaxOp<Acc>>(xb, 0, g.cols, g.inner, 1, width, m);
       std::fill(s, s + width, Acc(0));
-      for (int64_t c = 0; c < g.cols; ++c)
-        for (int64_t i = 0; i < width; ++i) m[i] = fold<MaxOp<Acc>>(m[i], static_cast<Acc>(xb[c * g.inner + i]));
-      for (int64_t c = 0; c < g.cols; ++c)
-        for (int64_t i = 0; i < width; ++i) s[i] += exp_nonpositive(static_cast<Acc>(xb[c * g.inner + i]) - m[i]);
-      for (int64_t c = 0; c < g.cols; ++c)
-        for (int64_t i = 0; i < width; ++i)
-          yb[c * g.inner + i] = static_cast<Out>(exp_nonpositive(static_cast<Acc>(xb[c * g.inner + i]) - m[i]) / s[i]);
+      for (int64_t c = 0; c < g.cols; ++c) {
+        const auto xa = as_acc(xb + c * g.inner, width, buf);
+        for (int64_t i = 0; i < width; ++i) s[i] += exp_nonpositive(xa[i] - m[i]);
+      }
+      for (int64_t c = 0; c < g.cols; ++c) {
+        const auto xa = as_acc(xb + c * g.inner, width, buf);
+        const auto ya = out_acc(yb + c * g.inner, buf);
+        for (int64_t i = 0; i < width; ++i) ya[i] = exp_nonpositive(xa[i] - m[i]) / s[i];
+        store_run<Acc>(ya, yb + c * g.inner, width);
+      }
     }
   });
 }
@@ -456,9 +655,9 @@ void reduce_scale_kernel(const T* x, T* y, Acc* scale, const RowGeometry& g, Acc
   // y may be x (in place): each element is read before it is written, by the same task.
   for_each_row_chunk(g.rows, g.cols, [&](int64_t r, int64_t, int64_t c0, int64_t n) {
     const Acc s = scale[r];
-    const T* xr = x + r * g.x_row_stride + c0;
-    T* yr = y + r * g.y_row_stride + c0;
-    for (int64_t i = 0; i < n; ++i) yr[i] = static_cast<T>(scale_element(static_cast<Acc>(xr[i]), s));
+    map_blocks<Acc>(x + r * g.x_row_stride + c0, y + r * g.y_row_stride + c0, n, [&](auto xa, auto ya, int64_t m) {
+      for (int64_t i = 0; i < m; ++i) ya[i] = scale_element(xa[i], s);
+    });
   });
 }
 
@@ -468,7 +667,7 @@ void softmax_backward_kernel(const T* grad, const T* out, T* gx, const InnerGeom
     // Rows: the dot product in blocks of plain lanes (compensated across blocks), then the
     // elementwise pass.
     at::parallel_for(0, g.outer, grain(g.cols), [&](int64_t begin, int64_t end) {
-      Acc products[kBlockLen];
+      Acc products[kBlockLen], gbuf[kBlockLen], obuf[kBlockLen];
       for (int64_t r = begin; r < end; ++r) {
         const T* gr = grad + r * g.cols;
         const T* orow = out + r * g.cols;
@@ -476,34 +675,45 @@ void softmax_backward_kernel(const T* grad, const T* out, T* gx, const InnerGeom
         Accumulator<Acc, SumOp<Acc>> dot;
         for (int64_t b = 0; b < g.cols; b += kBlockLen) {
           const int64_t n = std::min(kBlockLen, g.cols - b);
-          for (int64_t i = 0; i < n; ++i) products[i] = static_cast<Acc>(gr[b + i]) * static_cast<Acc>(orow[b + i]);
+          const auto ga = as_acc(gr + b, n, gbuf);
+          const auto oa = as_acc(orow + b, n, obuf);
+          for (int64_t i = 0; i < n; ++i) products[i] = ga[i] * oa[i];
           dot.add(reduce_plain<Acc, SumOp<Acc>>(products, n, 1));
         }
         const Acc d = dot.result();
-        for (int64_t i = 0; i < g.cols; ++i)
-          gxr[i] = static_cast<T>(static_cast<Acc>(orow[i]) * (static_cast<Acc>(gr[i]) - d));
+        for (int64_t b = 0; b < g.cols; b += kBlockLen) {
+          const int64_t n = std::min(kBlockLen, g.cols - b);
+          const auto ga = as_acc(gr + b, n, gbuf);
+          const auto oa = as_acc(orow + b, n, obuf);
+          const auto ya = out_acc(gxr + b, products);
+          for (int64_t i = 0; i < n; ++i) ya[i] = oa[i] * (ga[i] - d);
+          store_run<Acc>(ya, gxr + b, n);
+        }
       }
     });
     return;
   }
   const int64_t tiles = ceil_div(g.inner, kColumnTile);
   at::parallel_for(0, g.outer * tiles, grain(g.cols * std::min(kColumnTile, g.inner)), [&](int64_t begin, int64_t end) {
-    Acc dot[kColumnTile];
+    Acc dot[kColumnTile], gbuf[kColumnTile], obuf[kColumnTile];
     for (int64_t t = begin; t < end; ++t) {
       const int64_t o = t / tiles, i0 = (t % tiles) * kColumnTile;
       const int64_t width = std::min(kColumnTile, g.inner - i0);
       const int64_t base = o * g.cols * g.inner + i0;
       std::fill(dot, dot + width, Acc(0));
-      for (int64_t c = 0; c < g.cols; ++c)
-        for (int64_t i = 0; i < width; ++i) {
-          const int64_t k = base + c * g.inner + i;
-          dot[i] += static_cast<Acc>(grad[k]) * static_cast<Acc>(out[k]);
-        }
-      for (int64_t c = 0; c < g.cols; ++c)
-        for (int64_t i = 0; i < width; ++i) {
-          const int64_t k = base + c * g.inner + i;
-          gx[k] = static_cast<T>(static_cast<Acc>(out[k]) * (static_cast<Acc>(grad[k]) - dot[i]));
-        }
+      for (int64_t c = 0; c < g.cols; ++c) {
+        const auto ga = as_acc(grad + base + c * g.inner, width, gbuf);
+        const auto oa = as_acc(out + base + c * g.inner, width, obuf);
+        for (int64_t i = 0; i < width; ++i) dot[i] += ga[i] * oa[i];
+      }
+      for (int64_t c = 0; c < g.cols; ++c) {
+        T* gxr = gx + base + c * g.inner;
+        const auto ga = as_acc(grad + base + c * g.inner, width, gbuf);
+        const auto oa = as_acc(out + base + c * g.inner, width, obuf);
+        const auto ya = out_acc(gxr, gbuf);
+        for (int64_t i = 0; i < width; ++i) ya[i] = oa[i] * (ga[i] - dot[i]);
+        store_run<Acc>(ya, gxr, width);
+      }
     }
   });
 }
