@@ -9,6 +9,9 @@ import torch
 
 _ops = torch.ops.reduce_ops
 DimArg = Union[None, int, Sequence[int]]
+# The wrappers call each op's overload directly and pass keyword arguments only when they differ
+# from the schema's defaults: the packet's overload lookup and torch.ops' keyword handling cost
+# 0.1 and 0.45 us a call (EPYC, 1024 floats: reduce_ops.sum 3.65 -> 3.2 us; torch's own 1.5).
 _SUPPORTED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -28,7 +31,9 @@ def sum(x: torch.Tensor, dim: DimArg = None, keepdim: bool = False, *,
     accumulate in float32, float64 in float64. The result has the same bits on every run
     (fixed reduction order, no atomics).
     """
-    return _ops.sum(x, _dim_list(dim), keepdim, dtype=dtype)
+    if dtype is None:
+        return _ops.sum.default(x, _dim_list(dim), keepdim)
+    return _ops.sum.default(x, _dim_list(dim), keepdim, dtype=dtype)
 
 
 def amax(x: torch.Tensor, dim: DimArg = None, keepdim: bool = False) -> torch.Tensor:
@@ -36,7 +41,7 @@ def amax(x: torch.Tensor, dim: DimArg = None, keepdim: bool = False) -> torch.Te
 
     A NaN in a reduced slice makes that result NaN; reducing over a dim of size 0 raises.
     """
-    return _ops.amax(x, _dim_list(dim), keepdim)
+    return _ops.amax.default(x, _dim_list(dim), keepdim)
 
 
 def softmax(x: torch.Tensor, dim: int = -1, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
@@ -45,7 +50,9 @@ def softmax(x: torch.Tensor, dim: int = -1, *, dtype: Optional[torch.dtype] = No
     Rows of any length work, up to the whole tensor (``softmax(x.flatten(), 0)``).
     A row that is all ``-inf`` gives NaN, as in torch.
     """
-    return _ops.softmax(x, dim, dtype=dtype)
+    if dtype is None:
+        return _ops.softmax.default(x, dim)
+    return _ops.softmax.default(x, dim, dtype=dtype)
 
 
 def reduce_scale(x: torch.Tensor, *, eps: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -55,7 +62,9 @@ def reduce_scale(x: torch.Tensor, *, eps: float = 0.0) -> Tuple[torch.Tensor, to
     (float64 for float64 input); ``out = x / scale`` in ``x.dtype``, except that a row whose
     scale is 0 gives 0. A NaN in a row makes that row's scale and out NaN.
     """
-    return _ops.reduce_scale(x, eps=eps)
+    if eps == 0.0:
+        return _ops.reduce_scale.default(x)
+    return _ops.reduce_scale.default(x, eps=eps)
 
 
 def reduce_scale_(x: torch.Tensor, *, eps: float = 0.0) -> torch.Tensor:
@@ -64,7 +73,9 @@ def reduce_scale_(x: torch.Tensor, *, eps: float = 0.0) -> torch.Tensor:
     Not differentiable (it overwrites the ``x`` its gradient needs): raises if ``x`` requires grad
     while grad mode is on.
     """
-    return _ops.reduce_scale_(x, eps=eps)
+    if eps == 0.0:
+        return _ops.reduce_scale_.default(x)
+    return _ops.reduce_scale_.default(x, eps=eps)
 
 
 # ---------------------------------------------------------------------------------------------
