@@ -25,6 +25,9 @@
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define REDUCE_OPS_CPU_X86_TARGETS 1
+// GCC 12's _mm512_cvtph_ps and _mm512_cvtps_ph start from _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports at every inlined use (the header's false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>  // float16 conversions (F16C, AVX-512)
 #endif
 
