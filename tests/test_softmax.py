@@ -55,6 +55,34 @@ def test_softmax_dims(device, dtype, shape, dim, api):
     check_softmax(x, dim, api=api)
 
 
+# Over a middle dim (on CUDA the tiled inner kernels): tiles 32 packs wide when there are many,
+# narrower ones in 512-thread blocks when there are few; cols past four rows of threads (the
+# unrolled loop) and not a multiple of them; inner a multiple of the 16-byte pack or not.
+INNER_CASES = [((4096, 64), 0), ((3000, 40), 0), ((2, 700, 1024), 1), ((64, 21, 520), 1),
+               ((8, 3, 4096), 1), ((5, 9000, 8), 1), ((1, 70000, 16), 1), ((999, 13), 0)]
+
+
+@pytest.mark.parametrize("shape,dim", INNER_CASES, ids=str)
+def test_softmax_inner_dims(device, dtype, shape, dim):
+    check_softmax(make_input(shape, dtype, device), dim)
+
+
+@pytest.mark.parametrize("cols,inner", [(300, 64), (5000, 24), (7, 1000)], ids=str)
+def test_softmax_inner_dim_special_columns(device, dtype, cols, inner):
+    # Columns (softmax over dim 0): 1 all -inf (NaN), 2 with a NaN, 3 with -inf entries and +inf.
+    x = make_input((cols, inner), dtype, device)
+    special_rows(x.t())
+    out = check_softmax(x, 0)
+    assert torch.isnan(out[:, 1]).all() and torch.isnan(out[:, 2]).all()
+    assert not torch.isnan(out[:, [0] + list(range(4, inner))]).any()
+
+
+def test_softmax_inner_dim_unaligned_storage(device, dtype):
+    # A contiguous view one element into its storage: no 16-byte packs (the scalar kernel).
+    base = make_input((1 + 256 * 64,), dtype, device)
+    check_softmax(base[1:].view(256, 64), 0)
+
+
 def test_softmax_default_dim_is_last(device):
     x = make_input((4, 5, 6), torch.float32, device)
     assert torch.equal(reduce_ops.softmax(x), reduce_ops.softmax(x, -1))

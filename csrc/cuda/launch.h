@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+
+#include "ops.h"
 #include <type_traits>
 
 namespace reduce_ops {
@@ -101,6 +103,39 @@ constexpr int64_t kMaxGridBlocks = 2147483647;
 // resident blocks (kernels loop over the rest).
 inline int64_t grid_for(int64_t items) {
   return std::max<int64_t>(1, std::min<int64_t>(items, sm_count() * kBlocksPerSM * 4));
+}
+
+// Launch shape of the inner-dim kernels (row_norm.cuh): blocks of block.x packs of `vec` adjacent
+// inner columns by block.y rows of threads splitting the cols. block.y is the power of two that
+// lets each thread hold its share in `hold` packs (one read), within `threads_max`; past that,
+// enough for about 16 rows a thread (held false: two reads). Tiles are as wide as 256 threads
+// allow, and narrow down to 32 bytes a row (a whole sector) while there are too few to fill
+// the GPU; streamed tiles then take more rows of threads.
+struct InnerTiles {
+  dim3 block;
+  int64_t tiles_per_outer, grid;
+  bool held;
+};
+
+inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max) {
+  const int64_t packs = ceil_div(g.inner, vec), enough = sm_count() * 4;
+  const int narrowest = std::max(1, 32 / (vec * element_bytes));
+  int ty = 1;
+  while (ty * narrowest < threads_max && ty * hold < g.cols) ty *= 2;
+  const bool held = ty * static_cast<int64_t>(hold) >= g.cols;
+  if (!held) {
+    ty = 1;
+    while (ty * narrowest < 256 && ty * 16 < g.cols) ty *= 2;
+  }
+  int tx = std::max(narrowest, 256 / ty);
+  while (tx > 1 && tx / 2 >= packs) tx /= 2;
+  while (tx > narrowest && g.outer * ceil_div(packs, tx) < enough) tx /= 2;
+  if (!held) {
+    while (tx * ty * 2 <= threads_max && ty * 16 < g.cols && g.outer * ceil_div(packs, tx) < enough) ty *= 2;
+  }
+  const int64_t tiles = g.outer * ceil_div(packs, tx);
+  const int64_t resident = sm_count() * std::max(1, 2048 / (tx * ty));
+  return {dim3(tx, ty), ceil_div(packs, tx), std::max<int64_t>(1, std::min(tiles, resident * 4)), held};
 }
 
 // Split of `rows` rows of `cols` elements into segments of whole 16-byte packs (64 elements

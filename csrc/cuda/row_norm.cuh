@@ -860,28 +860,157 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
   }
 }
 
-// Softmax over the middle dim of a contiguous (outer, cols, inner) tensor: a thread per
-// (outer, inner) column, adjacent threads on adjacent columns (coalesced); an online max/sum
-// pass, then a writing pass: two reads, one write.
-template <typename In, typename Out, typename Acc>
-__global__ void softmax_inner_kernel(const In* __restrict__ x, Out* __restrict__ y, InnerGeometry g) {
-  const int64_t columns = g.outer * g.inner;
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < columns;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = (c / g.inner) * g.cols * g.inner + c % g.inner;
-    Acc m = MaxOp<Acc>::identity(), sum = Acc(0);
-    for (int64_t k = 0; k < g.cols; ++k) {
-      const Acc v = static_cast<Acc>(x[base + k * g.inner]);
-      const Acc new_m = MaxOp<Acc>()(m, v);
-      if (!(new_m == m)) {
-        sum = rescaled_sum(sum, m, new_m);
-        m = new_m;
-      }
-      if (m != -std::numeric_limits<Acc>::infinity()) sum += offset_exp(v, exp_offset(m));
+// The inner-dim kernels (softmax over the middle dim of a contiguous (outer, cols, inner)
+// tensor, and its backward) work on tiles: a block takes blockDim.x packs of kV adjacent inner
+// columns of one outer index, and its blockDim.y rows of threads split the cols (thread row ty
+// takes cols ty, ty + blockDim.y, ...). Each thread folds its share, the rows of threads combine
+// theirs in shared memory (trees, the same order every run), and the tile is written. Where
+// kHold packs a thread cover its share (cols <= kHold * blockDim.y) the share stays in registers
+// (one read, one write); past that a second pass re-reads it (mostly from L2). Before, a thread
+// took a whole column: 4096 x 1024 over dim 0 ran 1024 threads at 1% of copy (H100: 877 us,
+// torch.compile 73-164; now 24). `benchmarks/inner_softmax.py`, results in
+// `benchmarks/results/h100_study/session28_inner_softmax.txt`. kInnerThreads bounds a block
+// (shared memory is sized for it).
+constexpr int kInnerThreads = 512;
+constexpr int kInnerHold = 8;
+
+// Adds one value to a thread's online (max, sum of exp(x - max)) pair.
+template <typename Acc>
+__device__ __forceinline__ void online_add(RowPartial<Acc>& p, Acc v) {
+  const Acc m = MaxOp<Acc>()(p.max, v);
+  if (!(m == p.max)) {
+    p.sum = rescaled_sum(p.sum, p.max, m);
+    p.max = m;
+  }
+  if (p.max != -std::numeric_limits<Acc>::infinity()) p.sum += offset_exp(v, exp_offset(p.max));
+}
+
+// Combines the blockDim.y rows of per-thread values v[0, kV) (part holds one per thread) into
+// row 0 by a tree over the rows, and returns row 0's values to every thread of its column.
+template <typename T, int kV, typename Op>
+__device__ __forceinline__ void combine_thread_rows(T (&v)[kV], T* part, Op op) {
+  if (blockDim.y == 1) return;
+  const int slot = (threadIdx.y * blockDim.x + threadIdx.x) * kV;
+#pragma unroll
+  for (int e = 0; e < kV; ++e) part[slot + e] = v[e];
+  __syncthreads();
+  for (int stride = blockDim.y / 2; stride > 0; stride /= 2) {
+    if (threadIdx.y < stride) {
+#pragma unroll
+      for (int e = 0; e < kV; ++e) part[slot + e] = v[e] = op(v[e], part[slot + stride * blockDim.x * kV + e]);
     }
-    const Acc inv_sum = Acc(1) / sum, offset = exp_offset(m);
-    for (int64_t k = 0; k < g.cols; ++k) {
-      y[base + k * g.inner] = static_cast<Out>(offset_exp(static_cast<Acc>(x[base + k * g.inner]), offset) * inv_sum);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int e = 0; e < kV; ++e) v[e] = part[threadIdx.x * kV + e];
+  __syncthreads();  // part is reused by the block's next tile
+}
+
+template <typename In, int kV>
+__device__ __forceinline__ Pack<In, kV> load_inner_pack(const In* p) {
+  return *reinterpret_cast<const Pack<In, kV>*>(p);
+}
+
+// f(k) for this thread's rows k = threadIdx.y, + blockDim.y, ... < cols, four at a time so that
+// the loads in f (after get(k) for all four) are in flight together.
+template <typename Get, typename Use>
+__device__ __forceinline__ void for_thread_rows(int64_t cols, Get get, Use use) {
+  const int64_t step = blockDim.y;
+  int64_t k = threadIdx.y;
+  for (; k + 3 * step < cols; k += 4 * step) {
+    decltype(get(k)) v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = get(k + u * step);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) use(v[u], k + u * step);
+  }
+  for (; k < cols; k += step) use(get(k), k);
+}
+
+// Softmax over the middle dim (tiles above). Held shares: the max, its tree, the sum of
+// exp(x - max), its tree, the writes from registers. Streamed shares: an online (max, sum) fold,
+// its tree, then a second read for the writes.
+template <typename In, typename Out, typename Acc, int kV, int kHold>
+__global__ void __launch_bounds__(kInnerThreads)
+    softmax_inner_kernel(const In* __restrict__ x, Out* __restrict__ y, InnerGeometry g, int64_t tiles_per_outer) {
+  __shared__ std::conditional_t<(kHold > 0), Acc, RowPartial<Acc>> part[kInnerThreads * kV];
+  const int64_t tiles = g.outer * tiles_per_outer;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t i = (t % tiles_per_outer) * (blockDim.x * kV) + threadIdx.x * kV;
+    const bool active = i < g.inner;  // inner is a multiple of kV
+    const In* xc = x + (t / tiles_per_outer) * g.cols * g.inner + i;
+    Out* yc = y + (t / tiles_per_outer) * g.cols * g.inner + i;
+    auto get = [&](int64_t k) { return load_inner_pack<In, kV>(xc + k * g.inner); };
+    Pack<In, kV> held[kHold > 0 ? kHold : 1];
+    Acc offset[kV], inv_sum[kV];
+    if constexpr (kHold > 0) {
+      // The columns' max (a tree over the rows of threads), then their sum of exp(x - max)
+      // (another): one exp a value and no rescaling. The online pairs' rescaling diverged often
+      // over 8 values and their tree took two exps a value a level (bfloat16 32 x 1024 x 1024 over
+      // dim 1: 30% of copy).
+      Acc m[kV], sum[kV];
+#pragma unroll
+      for (int e = 0; e < kV; ++e) {
+        m[e] = MaxOp<Acc>::identity();
+        sum[e] = Acc(0);
+      }
+      if (active) {
+#pragma unroll
+        for (int u = 0; u < kHold; ++u) {
+          const int64_t k = threadIdx.y + u * static_cast<int64_t>(blockDim.y);
+          if (k < g.cols) held[u] = get(k);
+        }
+#pragma unroll
+        for (int u = 0; u < kHold; ++u)
+          if (threadIdx.y + u * static_cast<int64_t>(blockDim.y) < g.cols)
+#pragma unroll
+            for (int e = 0; e < kV; ++e) m[e] = MaxOp<Acc>()(m[e], widen<Acc>(held[u], e));
+      }
+      combine_thread_rows(m, part, MaxOp<Acc>());
+#pragma unroll
+      for (int e = 0; e < kV; ++e) offset[e] = exp_offset(m[e]);
+      if (active) {
+#pragma unroll
+        for (int u = 0; u < kHold; ++u)
+          if (threadIdx.y + u * static_cast<int64_t>(blockDim.y) < g.cols)
+#pragma unroll
+            for (int e = 0; e < kV; ++e) sum[e] += offset_exp(widen<Acc>(held[u], e), offset[e]);
+      }
+      combine_thread_rows(sum, part, SumOp<Acc>());
+      if (!active) continue;
+#pragma unroll
+      for (int e = 0; e < kV; ++e) inv_sum[e] = Acc(1) / sum[e];  // an all -inf column: NaN, as torch
+    } else {
+      RowPartial<Acc> p[kV];
+#pragma unroll
+      for (int e = 0; e < kV; ++e) p[e] = OnlineSoftmaxOp<Acc>::identity();
+      auto fold = [&](const Pack<In, kV>& v, int64_t) {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) online_add(p[e], widen<Acc>(v, e));
+      };
+      if (active) for_thread_rows(g.cols, get, fold);
+      combine_thread_rows(p, part, OnlineSoftmaxOp<Acc>());
+      if (!active) continue;
+#pragma unroll
+      for (int e = 0; e < kV; ++e) {
+        offset[e] = exp_offset(p[e].max);
+        inv_sum[e] = Acc(1) / p[e].sum;
+      }
+    }
+    auto write = [&](const Pack<In, kV>& v, int64_t k) {
+      Acc o[kV];
+#pragma unroll
+      for (int e = 0; e < kV; ++e) o[e] = offset_exp(widen<Acc>(v, e), offset[e]) * inv_sum[e];
+      store_pack<Out, Acc, kV>(yc + k * g.inner, o);
+    };
+    if constexpr (kHold > 0) {
+#pragma unroll
+      for (int u = 0; u < kHold; ++u) {
+        const int64_t k = threadIdx.y + u * static_cast<int64_t>(blockDim.y);
+        if (k < g.cols) write(held[u], k);
+      }
+    } else {
+      for_thread_rows(g.cols, get, write);
     }
   }
 }

@@ -553,9 +553,20 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
     const T* yp = out.const_data_ptr<T>();
     T* xp = grad_x.mutable_data_ptr<T>();
     if (g.inner > 1) {
-      const int64_t columns = g.outer * g.inner;
-      cuda::softmax_backward_inner_kernel<T, Acc>
-          <<<cuda::grid_for(cuda::ceil_div(columns, cuda::kBlock)), cuda::kBlock, 0, stream>>>(gp, yp, xp, g);
+      auto launch = [&](auto vec) {
+        constexpr int kVec = decltype(vec)::value;
+        const cuda::InnerTiles t = cuda::inner_tiles(g, kVec, sizeof(T), cuda::kInnerHold, cuda::kInnerThreads);
+        if (t.held)
+          cuda::softmax_backward_inner_kernel<T, Acc, kVec, cuda::kInnerHold>
+              <<<t.grid, t.block, 0, stream>>>(gp, yp, xp, g, t.tiles_per_outer);
+        else
+          cuda::softmax_backward_inner_kernel<T, Acc, kVec, 0><<<t.grid, t.block, 0, stream>>>(gp, yp, xp, g, t.tiles_per_outer);
+      };
+      constexpr int kVec = cuda::kMaxVec<T>;
+      if (g.inner % kVec == 0 && cuda::is_aligned(gp, 16) && cuda::is_aligned(yp, 16) && cuda::is_aligned(xp, 16))
+        launch(std::integral_constant<int, kVec>());
+      else
+        launch(std::integral_constant<int, 1>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
@@ -585,9 +596,21 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
     using In = typename decltype(in_tag)::type;
     using Out = typename decltype(out_tag)::type;
     using Acc = at::opmath_type<In>;
-    const int64_t columns = g.outer * g.inner;
-    cuda::softmax_inner_kernel<In, Out, Acc><<<cuda::grid_for(cuda::ceil_div(columns, cuda::kBlock)), cuda::kBlock, 0, stream>>>(
-        x.const_data_ptr<In>(), y.mutable_data_ptr<Out>(), g);
+    const In* xp = x.const_data_ptr<In>();
+    Out* yp = y.mutable_data_ptr<Out>();
+    auto launch = [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value;
+      const cuda::InnerTiles t = cuda::inner_tiles(g, kVec, sizeof(In), cuda::kInnerHold, cuda::kInnerThreads);
+      if (t.held)
+        cuda::softmax_inner_kernel<In, Out, Acc, kVec, cuda::kInnerHold><<<t.grid, t.block, 0, stream>>>(xp, yp, g, t.tiles_per_outer);
+      else
+        cuda::softmax_inner_kernel<In, Out, Acc, kVec, 0><<<t.grid, t.block, 0, stream>>>(xp, yp, g, t.tiles_per_outer);
+    };
+    constexpr int kVec = cuda::kMaxVec<In>;
+    if (g.inner % kVec == 0 && cuda::is_aligned(xp, 16) && cuda::is_aligned(yp, sizeof(Out) * kVec))
+      launch(std::integral_constant<int, kVec>());
+    else
+      launch(std::integral_constant<int, 1>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

@@ -191,4 +191,4 @@ def softmax_backward(grad: torch.Tensor, out: torch.Tensor, dim: int) -> torch.T
 
     ``out`` is the softmax output; both tensors share shape and dtype.
     """
-    return _ops.softmax_backward(grad, out, dim)
+    return _ops.softmax_backward.default(grad, out, dim)
