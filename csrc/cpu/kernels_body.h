@@ -297,6 +297,25 @@ inline Acc fold_halves(typename VectorBytes<Acc, Bytes>::type v) {
   }
 }
 
+// The NaN-propagating max of vectors as a plain max (one vmaxps: `m > v ? m : v`, the same
+// choice as fold's for every non-NaN pair, signed zeros included) and a mask of the lanes that
+// saw a NaN (max_step), made the quiet NaN after the loop (max_finish): fold's select chain (two
+// compares, an or and a blend a step) was the loops' critical path. A NaN comes out as the quiet
+// NaN, whatever its sign or payload; the same on every target.
+template <typename Acc>
+using NanMask = decltype(Vec<Acc>{} != Vec<Acc>{});
+
+template <typename Acc>
+inline Vec<Acc> max_step(Vec<Acc> m, Vec<Acc> v, NanMask<Acc>& nan) {
+  nan |= v != v;
+  return m > v ? m : v;
+}
+
+template <typename Acc>
+inline Vec<Acc> max_finish(Vec<Acc> m, NanMask<Acc> nan) {
+  return nan != 0 ? Vec<Acc>{} + std::numeric_limits<Acc>::quiet_NaN() : m;
+}
+
 // Plain reduction of f(x[i]) for i < n into kLanes lanes, then a fixed tree over the lanes.
 template <typename Acc, typename Op, typename In, typename F = Identity>
 inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
@@ -307,27 +326,16 @@ inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
   std::memcpy(vec, lane, sizeof vec);
   int64_t i = 0;
   if constexpr (std::is_same_v<Op, MaxOp<Acc>>) {
-    // The NaN-propagating max as a plain max (one vmaxps: `m > v ? m : v`, the same choice as
-    // fold's for every non-NaN pair, signed zeros included) and a mask of the lanes that saw a
-    // NaN, made NaN after the loop: the select chain of fold (two compares, an or and a blend a
-    // step) was the loop's critical path. 2-core EPYC, float32 amax(-1), ms (torch): one thread
-    // 4096 x 1024 0.47 -> 0.31 (0.22), 1024 x 4096 0.38 -> 0.24 (0.21); two threads 0.21 -> 0.13
-    // (0.10), 0.20 -> 0.11 (0.10). A NaN found here comes out as the quiet NaN, whatever its
-    // sign or payload; the same on every target.
-    using Mask = decltype(vec[0] != vec[0]);
-    Mask nan[L / W] = {};
+    // max_step / max_finish: 2-core EPYC, float32 amax(-1), ms (torch): one thread 4096 x 1024
+    // 0.47 -> 0.31 (0.22), 1024 x 4096 0.38 -> 0.24 (0.21); two threads 0.21 -> 0.13 (0.10),
+    // 0.20 -> 0.11 (0.10).
+    NanMask<Acc> nan[L / W] = {};
     for (; i + L <= n; i += L) {
       Vec<Acc> v[L / W];
       load_lanes<Acc>(x + i * stride, stride, v);
-      for (int j = 0; j < L / W; ++j) {
-        v[j] = f(v[j]);
-        nan[j] |= v[j] != v[j];
-        vec[j] = vec[j] > v[j] ? vec[j] : v[j];
-      }
+      for (int j = 0; j < L / W; ++j) vec[j] = max_step<Acc>(vec[j], f(v[j]), nan[j]);
     }
-    Vec<Acc> quiet_nan;
-    for (int k = 0; k < W; ++k) quiet_nan[k] = std::numeric_limits<Acc>::quiet_NaN();
-    for (int j = 0; j < L / W; ++j) vec[j] = nan[j] != 0 ? quiet_nan : vec[j];
+    for (int j = 0; j < L / W; ++j) vec[j] = max_finish<Acc>(vec[j], nan[j]);
   } else {
     for (; i + L <= n; i += L) {
       Vec<Acc> v[L / W];
@@ -349,7 +357,7 @@ inline Acc reduce_plain(const In* x, int64_t n, int64_t stride, F f = {}) {
 
 // Columns: N vectors of adjacent columns (x[0], ..., x[N W - 1] of each row) folded down rows
 // [rb, re) in registers from Op's identity, stored into plain[0, N W) once. The same folds in the
-// same order as one column at a time; the max as reduce_plain's (a plain max and a NaN mask).
+// same order as one column at a time; the max through max_step and max_finish.
 // 128 bytes of columns a row (N = kLanes / W) beat one vector (and float16 and bfloat16 went one
 // column at a time). 2-core EPYC, one thread, us before -> after (torch): 4 x 65536 over dim 0,
 // float32 sum 31 -> 25 (33), amax 37 -> 26 (20); bfloat16 sum 55 -> 25 (128), amax 46 -> 34 (56);
@@ -360,7 +368,7 @@ inline void fold_columns(const In* x, int64_t rb, int64_t re, int64_t row_stride
   constexpr int W = kWidth<Acc>;
   Vec<Acc> v[N];
   for (int j = 0; j < N; ++j) v[j] = Vec<Acc>{} + Op::identity();  // a broadcast (lane by lane: masked moves)
-  decltype(v[0] != v[0]) nan[N] = {};  // the max's lanes that saw a NaN (as reduce_plain's)
+  NanMask<Acc> nan[N] = {};  // the max's lanes that saw a NaN (max_step)
   for (int64_t r = rb; r < re; ++r) {
     const In* row = x + r * row_stride;
     Vec<Acc> e[N];
@@ -372,16 +380,13 @@ inline void fold_columns(const In* x, int64_t rb, int64_t re, int64_t row_stride
       std::memcpy(e, wide, sizeof e);
     }
     if constexpr (std::is_same_v<Op, MaxOp<Acc>>) {
-      for (int j = 0; j < N; ++j) {
-        nan[j] |= e[j] != e[j];
-        v[j] = v[j] > e[j] ? v[j] : e[j];
-      }
+      for (int j = 0; j < N; ++j) v[j] = max_step<Acc>(v[j], e[j], nan[j]);
     } else {
       for (int j = 0; j < N; ++j) v[j] = fold<Op>(v[j], e[j]);
     }
   }
   if constexpr (std::is_same_v<Op, MaxOp<Acc>>)
-    for (int j = 0; j < N; ++j) v[j] = nan[j] != 0 ? Vec<Acc>{} + std::numeric_limits<Acc>::quiet_NaN() : v[j];
+    for (int j = 0; j < N; ++j) v[j] = max_finish<Acc>(v[j], nan[j]);
   for (int j = 0; j < N; ++j) std::memcpy(plain + j * W, &v[j], sizeof v[j]);
 }
 
