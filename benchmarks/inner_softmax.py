@@ -4,8 +4,9 @@ torch.compile, with bench.py's Timer (L2 flushed before each call, median) and c
     PYTHONPATH=python python benchmarks/inner_softmax.py [--dtypes float32,bfloat16] [--out FILE]
 
 The benchmark grid of bench.py reduces over the last dim (and dim 0 for sum and amax); these
-shapes reduce over a dim with others after it, from few wide columns to many short ones:
-(4096, 1024) over dim 0 has 1024 columns of 4096, (8, 2^24) over dim 0 2^24 columns of 8.
+shapes reduce over a dim with others after it, from few long columns to many short ones:
+(65536, 64) over dim 0 has 64 columns of 65536, (4096, 1024) 1024 columns of 4096 (too few
+tiles for the GPU: clusters on sm_90+), (8, 2^24) 2^24 columns of 8.
 Each line: us, GB/s on one read and one write (the backward: two reads, one write) and % of
 copy, then the time ratios torch / ours and torch.compile / ours (above 1: ours is faster).
 """
@@ -20,8 +21,9 @@ from bench import Timer, measure_copy  # noqa: E402
 
 import reduce_ops  # noqa: E402
 
-CASES = [((4096, 1024), 0), ((1024, 65536), 0), ((32, 1024, 1024), 1), ((64, 256, 4096), 1),
-         ((16, 21, 512 * 512), 1), ((8, 1 << 24), 0), ((256, 8, 65536), 1), ((128, 128, 128, 32), 1)]
+CASES = [((4096, 1024), 0), ((16384, 256), 0), ((65536, 64), 0), ((1024, 65536), 0), ((32, 1024, 1024), 1),
+         ((64, 256, 4096), 1), ((16, 21, 512 * 512), 1), ((8, 1 << 24), 0), ((256, 8, 65536), 1),
+         ((128, 128, 128, 32), 1)]
 
 
 def main():

@@ -101,8 +101,15 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     for var in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_STRATEGY", "REDUCE_OPS_CLUSTER_HOLD",
                 "REDUCE_OPS_BLOCK_HOLD"):
         os.environ.pop(var, None)
-    x = torch.randn(6, 50, 9, device=dev, dtype=dtype)
-    check(f"softmax inner {dtype}", reduce_ops.softmax(x, 1), torch.softmax(x.double(), 1), tol)
+    # Over a middle dim: plain tiles, then tiles on clusters (too few tiles for the GPU) with the
+    # shares held in registers ((3000, 40): 4 blocks) and streamed ((1, 20000, 16): 8 blocks).
+    for shape in [(6, 50, 9), (1, 3000, 40), (1, 20000, 16)]:
+        x = torch.randn(shape, device=dev, dtype=dtype)
+        y = reduce_ops.softmax(x, 1)
+        check(f"softmax inner {dtype} {shape}", y, torch.softmax(x.double(), 1), tol)
+        g = torch.randn_like(x)
+        ref = torch.ops.aten._softmax_backward_data(g.double(), y.double(), 1, torch.float64)
+        check(f"softmax_backward inner {dtype} {shape}", reduce_ops.softmax_backward(g, y, 1), ref, tol)
     xo = torch.randn(16 * 301 + 1, device=dev, dtype=dtype)[1:].view(16, 301)
     check(f"softmax unaligned {dtype}", reduce_ops.softmax(xo, -1), torch.softmax(xo.double(), -1), tol)
 

@@ -56,8 +56,10 @@ def test_softmax_dims(device, dtype, shape, dim, api):
 
 
 # Over a middle dim (on CUDA the tiled inner kernels): tiles 32 packs wide when there are many,
-# narrower ones in 512-thread blocks when there are few; cols past four rows of threads (the
-# unrolled loop) and not a multiple of them; inner a multiple of the 16-byte pack or not.
+# narrower ones in 512-thread blocks when there are few, and, when too few for the GPU (sm_90+),
+# each tile on a cluster of 2-8 blocks ((4096, 64), (3000, 40), (5, 9000, 8) held in
+# registers; (1, 70000, 16) streamed); cols past four rows of threads (the unrolled loop) and
+# not a multiple of them; inner a multiple of the 16-byte pack or not.
 INNER_CASES = [((4096, 64), 0), ((3000, 40), 0), ((2, 700, 1024), 1), ((64, 21, 520), 1),
                ((8, 3, 4096), 1), ((5, 9000, 8), 1), ((1, 70000, 16), 1), ((999, 13), 0)]
 
@@ -65,6 +67,15 @@ INNER_CASES = [((4096, 64), 0), ((3000, 40), 0), ((2, 700, 1024), 1), ((64, 21, 
 @pytest.mark.parametrize("shape,dim", INNER_CASES, ids=str)
 def test_softmax_inner_dims(device, dtype, shape, dim):
     check_softmax(make_input(shape, dtype, device), dim)
+
+
+@pytest.mark.parametrize("shape,dim", [((4096, 64), 0), ((1, 70000, 16), 1)], ids=str)
+def test_softmax_inner_dims_are_deterministic(device, dtype, shape, dim):
+    # The tiles' combines (and, in clusters, the blocks' in rank order) have a fixed order.
+    x = make_input(shape, dtype, device)
+    first = reduce_ops.softmax(x, dim)
+    for _ in range(3):
+        assert torch.equal(reduce_ops.softmax(x, dim), first)
 
 
 @pytest.mark.parametrize("cols,inner", [(300, 64), (5000, 24), (7, 1000)], ids=str)

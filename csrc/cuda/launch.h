@@ -61,7 +61,10 @@ using Int = std::integral_constant<int, N>;
 //                               the column reduction's split sizing and first-level fold
 //                               (scripts/tune_cols.py);
 //   REDUCE_OPS_REDUCE_CHUNK=<n> the fewest elements of a split reduction row's segment
-//                               (whole-tensor reductions; scripts/tune_cols.py --dim -1).
+//                               (whole-tensor reductions; scripts/tune_cols.py --dim -1);
+//   REDUCE_OPS_INNER_CLUSTER=<n>, REDUCE_OPS_INNER_NARROWEST=<bytes>
+//                               the inner-dim softmax tiles' largest cluster (1: none) and
+//                               narrowest row of a tile (inner_tiles).
 inline bool env_equals(const char* var, const char* value) {
   const char* s = std::getenv(var);
   return s != nullptr && std::strcmp(s, value) == 0;
@@ -111,15 +114,35 @@ inline int64_t grid_for(int64_t items) {
 // enough for about 16 rows a thread (held false: two reads). Tiles are as wide as 256 threads
 // allow, and narrow down to 32 bytes a row (a whole sector) while there are too few to fill
 // the GPU; streamed tiles then take more rows of threads.
+// Tiles too few for about a block per SM are each split over a thread block cluster (sm_90+) of
+// `cluster` blocks: the fewest (a power of two up to max_cluster) that give about a block per SM,
+// doubled while their rows of threads (up to threads_max in a block) cannot hold the share in
+// `hold` packs a thread, each block keeping kInnerClusterMinBytes of the tile or more. H100,
+// benchmarks/inner_softmax.py shapes over dim 0, us for clusters of 1/2/4/8/16 blocks
+// (h100_study/session29_inner_clusters.txt): bfloat16 (4096, 1024), 64 tiles: 42.6/23.0/29.8/
+// 38.7/38.6 (past one wave of clusters, 99 registers a thread, the larger ones ran two);
+// float32 (16384, 256), 32 tiles: 79/48/44/44/38; float32 (65536, 64), 8 tiles streamed:
+// 250/137/80/51/50; float32 (4096, 1024), 128 tiles: 32-35 for all.
 struct InnerTiles {
   dim3 block;
   int64_t tiles_per_outer, grid;
   bool held;
+  int cluster;
 };
 
-inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max) {
+// Largest inner-tile cluster: Hopper's non-portable maximum (setup_clusters allows it).
+constexpr int kInnerMaxCluster = 16;
+// Widest cluster tile in packs (row_norm.cuh's TileScratch slots are sized for it).
+constexpr int kInnerClusterTx = 32;
+constexpr int64_t kInnerClusterMinBytes = 16384;
+
+// REDUCE_OPS_INNER_CLUSTER and REDUCE_OPS_INNER_NARROWEST (developer knobs) lower max_cluster and
+// set the narrowest tile row.
+inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max,
+                              int max_cluster) {
   const int64_t packs = ceil_div(g.inner, vec), enough = sm_count() * 4;
-  const int narrowest = std::max(1, 32 / (vec * element_bytes));
+  const int narrowest = static_cast<int>(
+      std::max<int64_t>(1, env_positive("REDUCE_OPS_INNER_NARROWEST", 32) / (vec * element_bytes)));
   int ty = 1;
   while (ty * narrowest < threads_max && ty * hold < g.cols) ty *= 2;
   const bool held = ty * static_cast<int64_t>(hold) >= g.cols;
@@ -135,7 +158,23 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
   }
   const int64_t tiles = g.outer * ceil_div(packs, tx);
   const int64_t resident = sm_count() * std::max(1, 2048 / (tx * ty));
-  return {dim3(tx, ty), ceil_div(packs, tx), std::max<int64_t>(1, std::min(tiles, resident * 4)), held};
+  const InnerTiles blocks{dim3(tx, ty), ceil_div(packs, tx), std::max<int64_t>(1, std::min(tiles, resident * 4)), held, 1};
+  const int64_t most = std::min<int64_t>(max_cluster, env_positive("REDUCE_OPS_INNER_CLUSTER", kInnerMaxCluster));
+  if (tx > kInnerClusterTx || most < 2) return blocks;
+  const int64_t tile_bytes = g.cols * tx * vec * element_bytes;
+  auto may_double = [&](int c) { return c < most && tile_bytes / (2 * c) >= kInnerClusterMinBytes; };
+  // Rows of threads of a block for a cluster of c: the fewest that hold the share, else all.
+  auto rows_for = [&](int c) {
+    int cy = 1;
+    while (tx * cy < threads_max && int64_t{c} * cy * hold < g.cols) cy *= 2;
+    return cy;
+  };
+  int c = 1;
+  while (may_double(c) && tiles * c < sm_count() * 7 / 8) c *= 2;
+  while (may_double(c) && int64_t{c} * rows_for(c) * hold < g.cols) c *= 2;
+  if (c == 1) return blocks;
+  const int cy = rows_for(c);
+  return {dim3(tx, cy), ceil_div(packs, tx), tiles * c, int64_t{c} * cy * hold >= g.cols, c};
 }
 
 // Split of `rows` rows of `cols` elements into segments of whole 16-byte packs (64 elements
@@ -183,6 +222,41 @@ int memoized_kernel_query(const void* kernel, int64_t shape_a, int64_t shape_b, 
   auto it = answers->find(key);
   if (it == answers->end()) it = answers->emplace(key, query()).first;
   return it->second;
+}
+
+// Sets `config` up (with `attr`, its cluster dimension, which must outlive it) to launch `kernel`
+// on clusters of `blocks` blocks of `block` threads and `smem` bytes of dynamic shared memory
+// (a function of the block for a given kernel, so that the memoized answer stays right), its
+// grid one cluster; returns how many such clusters the device runs at once (0: it cannot run
+// them, or the device has no clusters: before sm_90).
+template <typename Kernel>
+int setup_clusters(cudaLaunchConfig_t& config, cudaLaunchAttribute& attr, Kernel kernel, int blocks, dim3 block,
+                   int64_t smem, cudaStream_t stream) {
+  if (props().major < 9) return 0;
+  allow_smem(kernel, smem);  // before the occupancy query, which counts it
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = blocks;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = block;
+  config.dynamicSmemBytes = static_cast<size_t>(smem);
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  // Keyed by -blocks: resident_blocks' keys start with a thread count.
+  return memoized_kernel_query(reinterpret_cast<const void*>(kernel), -blocks, block.x * block.y * block.z, [&] {
+    if (blocks > 8) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    }
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
+      (void)cudaGetLastError();  // an unsupported cluster shape: clear the error, fall back
+      clusters = 0;
+    }
+    return clusters;
+  });
 }
 
 // Blocks of `threads` threads and `smem` bytes of dynamic shared memory that one SM holds at

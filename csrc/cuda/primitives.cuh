@@ -305,6 +305,35 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// A cluster-wide barrier in which only the threads that pass `publish` (warp-uniform) arrive with
+// release semantics: their shared-memory writes before it are visible to every block of the
+// cluster after it; the other threads' arrivals do not wait for their outstanding global stores.
+// Every thread of every block of the cluster must call it.
+__device__ __forceinline__ void cluster_barrier(bool publish) {
+#if __CUDA_ARCH__ >= 900
+  if (publish) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  } else {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  }
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
+// The address of `p` (a __shared__ variable of this block) in the shared memory of the cluster's
+// block `rank`.
+template <typename T>
+__device__ __forceinline__ const T* cluster_peer(const T* p, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().map_shared_rank(const_cast<T*>(p), rank);
+#else
+  __trap();
+  return p;
+#endif
+}
+
 // All-reduce of one value per block over the blocks of a cluster (at most 32 blocks). Every
 // thread of every block must call it with its block's value (the same in all threads of a block,
 // e.g. block_all_reduce's result) and the same `slot`, a __shared__ variable; every thread gets
@@ -319,17 +348,13 @@ __device__ __forceinline__ void cluster_sync() {
 template <typename Acc, typename Op>
 __device__ __forceinline__ Acc cluster_all_reduce(Acc block_value, Acc* slot, Op op) {
 #if __CUDA_ARCH__ >= 900
-  auto cluster = cooperative_groups::this_cluster();
   if (threadIdx.x < kWarpSize) {
     if (threadIdx.x == 0) *slot = block_value;
     __syncwarp();
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  } else {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   }
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  cluster_barrier(threadIdx.x < kWarpSize);
   const unsigned lane = threadIdx.x % kWarpSize;
-  Acc v = lane < cluster.num_blocks() ? *cluster.map_shared_rank(slot, static_cast<int>(lane)) : Op::identity();
+  Acc v = lane < cluster_blocks() ? *cluster_peer(slot, lane) : Op::identity();
   return warp_all_reduce<kWarpSize>(v, op);
 #else
   __trap();

@@ -28,6 +28,7 @@
 
 #include <type_traits>
 
+#include "cuda/launch.h"
 #include "cuda/primitives.cuh"
 #include "ops.h"
 
@@ -861,16 +862,18 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
 }
 
 // The inner-dim kernels (softmax over the middle dim of a contiguous (outer, cols, inner)
-// tensor, and its backward) work on tiles: a block takes blockDim.x packs of kV adjacent inner
-// columns of one outer index, and its blockDim.y rows of threads split the cols (thread row ty
-// takes cols ty, ty + blockDim.y, ...). Each thread folds its share, the rows of threads combine
-// theirs in shared memory (trees, the same order every run), and the tile is written. Where
-// kHold packs a thread cover its share (cols <= kHold * blockDim.y) the share stays in registers
-// (one read, one write); past that a second pass re-reads it (mostly from L2). Before, a thread
-// took a whole column: 4096 x 1024 over dim 0 ran 1024 threads at 1% of copy (H100: 877 us,
-// torch.compile 73-164; now 24). `benchmarks/inner_softmax.py`, results in
+// tensor, and its backward) work on tiles: a tile is blockDim.x packs of kV adjacent inner
+// columns of one outer index, taken by one block, or, where tiles are too few to fill the GPU
+// (kCluster), by the C blocks of a thread block cluster. The tile's rows of threads (blockDim.y
+// in each of its blocks) split the cols: TileShare below. Each thread folds its share, the rows
+// of threads combine theirs in shared memory (trees, the same order every run), the blocks of a
+// cluster theirs through distributed shared memory (in rank order), and the tile is written.
+// Where kHold packs a thread cover its share the share stays in registers (one read, one
+// write); past that a second pass re-reads it (mostly from L2). Before, a thread took a whole
+// column: 4096 x 1024 over dim 0 ran 1024 threads at 1% of copy (H100: 877 us, torch.compile
+// 73-164; blocks of 512 threads: 33). `benchmarks/inner_softmax.py`, results in
 // `benchmarks/results/h100_study/session28_inner_softmax.txt`. kInnerThreads bounds a block
-// (shared memory is sized for it).
+// (shared memory is sized for it); kInnerClusterTx (launch.h) bounds a cluster tile's blockDim.x.
 constexpr int kInnerThreads = 512;
 constexpr int kInnerHold = 8;
 
@@ -885,25 +888,66 @@ __device__ __forceinline__ void online_add(RowPartial<Acc>& p, Acc v) {
   if (p.max != -std::numeric_limits<Acc>::infinity()) p.sum += offset_exp(v, exp_offset(p.max));
 }
 
-// Combines the blockDim.y rows of per-thread values v[0, kV) (part holds one per thread) into
-// row 0 by a tree over the rows, and returns row 0's values to every thread of its column.
-template <typename T, int kV, typename Op>
-__device__ __forceinline__ void combine_thread_rows(T (&v)[kV], T* part, Op op) {
-  if (blockDim.y == 1) return;
+// Shared memory of an inner-dim kernel combining values of type T, kV per thread: `part` for the
+// tree over a block's rows of threads and, in clusters, two slots for the block's combined
+// values, which the cluster's blocks read (used in turn: see combine_tile).
+template <typename T, int kV, bool kCluster>
+struct TileScratch {
+  T part[kInnerThreads * kV];
+  T slot[2][kCluster ? kInnerClusterTx * kV : 1];
+};
+
+// Combines the tile's rows of threads' values v[0, kV) (one per thread; kV columns) and returns
+// the result to every thread of its column: first a tree over the block's rows of threads into
+// row 0, then, in a cluster, row 0 of each block reads the blocks' results in rank order (so
+// every block gets the same bits). A slot is written before a cluster barrier and read after it;
+// the next write to it comes after the next combine's barrier, which every block reaches only
+// after its reads: two slots need one cluster barrier a combine. `phase` (every thread's, 0 at
+// the start) names the slot and flips.
+template <bool kCluster, typename T, int kV, typename Op>
+__device__ __forceinline__ void combine_tile(T (&v)[kV], TileScratch<T, kV, kCluster>& s, int& phase, Op op) {
   const int slot = (threadIdx.y * blockDim.x + threadIdx.x) * kV;
+  if (blockDim.y > 1) {
 #pragma unroll
-  for (int e = 0; e < kV; ++e) part[slot + e] = v[e];
-  __syncthreads();
-  for (int stride = blockDim.y / 2; stride > 0; stride /= 2) {
-    if (threadIdx.y < stride) {
+    for (int e = 0; e < kV; ++e) s.part[slot + e] = v[e];
+    __syncthreads();
+    for (int stride = blockDim.y / 2; stride > 0; stride /= 2) {
+      if (threadIdx.y < stride) {
 #pragma unroll
-      for (int e = 0; e < kV; ++e) part[slot + e] = v[e] = op(v[e], part[slot + stride * blockDim.x * kV + e]);
+        for (int e = 0; e < kV; ++e) s.part[slot + e] = v[e] = op(v[e], s.part[slot + stride * blockDim.x * kV + e]);
+      }
+      __syncthreads();
+    }
+  } else if (!kCluster) {
+    return;
+  }
+  if constexpr (kCluster) {
+    T* out = s.slot[phase];
+    phase ^= 1;
+    if (threadIdx.y == 0) {
+#pragma unroll
+      for (int e = 0; e < kV; ++e) out[threadIdx.x * kV + e] = v[e];
+    }
+    // Row 0 is in warp 0 (blockDim.x <= kInnerClusterTx): the only writers.
+    cluster_barrier(threadIdx.y * blockDim.x + threadIdx.x < kWarpSize);
+    if (threadIdx.y == 0) {
+      const unsigned blocks = cluster_blocks();
+      const T* peer = cluster_peer(out, 0);
+#pragma unroll
+      for (int e = 0; e < kV; ++e) v[e] = peer[threadIdx.x * kV + e];
+      for (unsigned r = 1; r < blocks; ++r) {
+        peer = cluster_peer(out, r);
+#pragma unroll
+        for (int e = 0; e < kV; ++e) v[e] = op(v[e], peer[threadIdx.x * kV + e]);
+      }
+#pragma unroll
+      for (int e = 0; e < kV; ++e) s.part[slot + e] = v[e];
     }
     __syncthreads();
   }
 #pragma unroll
-  for (int e = 0; e < kV; ++e) v[e] = part[threadIdx.x * kV + e];
-  __syncthreads();  // part is reused by the block's next tile
+  for (int e = 0; e < kV; ++e) v[e] = s.part[threadIdx.x * kV + e];
+  __syncthreads();  // part is reused by the next combine
 }
 
 template <typename In, int kV>
@@ -911,31 +955,70 @@ __device__ __forceinline__ Pack<In, kV> load_inner_pack(const In* p) {
   return *reinterpret_cast<const Pack<In, kV>*>(p);
 }
 
-// f(k) for this thread's rows k = threadIdx.y, + blockDim.y, ... < cols, four at a time so that
-// the loads in f (after get(k) for all four) are in flight together.
-template <typename Get, typename Use>
-__device__ __forceinline__ void for_thread_rows(int64_t cols, Get get, Use use) {
-  const int64_t step = blockDim.y;
-  int64_t k = threadIdx.y;
-  for (; k + 3 * step < cols; k += 4 * step) {
-    decltype(get(k)) v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = get(k + u * step);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) use(v[u], k + u * step);
+// A thread's share of its tile's cols: k = first, first + step, ... < cols. The rows of threads
+// of the tile's blocks take turns: first = rank * blockDim.y + threadIdx.y, step = C * blockDim.y
+// for block `rank` of C (a cluster's; 1 block without clusters).
+struct TileShare {
+  int64_t first, step, cols;
+
+  template <bool kCluster>
+  __device__ __forceinline__ static TileShare of(int64_t cols) {
+    const int64_t blocks = kCluster ? cluster_blocks() : 1, rank = kCluster ? cluster_block_rank() : 0;
+    return {rank * blockDim.y + threadIdx.y, blocks * blockDim.y, cols};
   }
-  for (; k < cols; k += step) use(get(k), k);
+
+  // Loads the share into held (the launch made kHold packs cover it).
+  template <int kHold, typename P, typename Get>
+  __device__ __forceinline__ void load(P (&held)[kHold], Get get) const {
+#pragma unroll
+    for (int u = 0; u < kHold; ++u) {
+      if (first + u * step < cols) held[u] = get(first + u * step);
+    }
+  }
+
+  // use(v, k) for the share's rows k: v = held[u] where kHold > 0 (loaded), else get(k), four
+  // rows at a time so that their loads are in flight together.
+  template <int kHold, typename P, typename Get, typename Use>
+  __device__ __forceinline__ void each(const P (&held)[kHold > 0 ? kHold : 1], Get get, Use use) const {
+    if constexpr (kHold > 0) {
+#pragma unroll
+      for (int u = 0; u < kHold; ++u) {
+        if (first + u * step < cols) use(held[u], first + u * step);
+      }
+    } else {
+      int64_t k = first;
+      for (; k + 3 * step < cols; k += 4 * step) {
+        P v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = get(k + u * step);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) use(v[u], k + u * step);
+      }
+      for (; k < cols; k += step) use(get(k), k);
+    }
+  }
+};
+
+// Runs tile(t) for the tiles t of this block (of its cluster where kCluster: every block of a
+// cluster runs the same tiles, and so meets the same cluster barriers), then, in a cluster,
+// waits for the cluster's blocks: their last reads of this block's slots.
+template <bool kCluster, typename Tile>
+__device__ __forceinline__ void for_each_tile(int64_t tiles, Tile tile) {
+  const int64_t blocks = kCluster ? cluster_blocks() : 1;
+  for (int64_t t = blockIdx.x / blocks; t < tiles; t += gridDim.x / blocks) tile(t);
+  if constexpr (kCluster) cluster_barrier(false);
 }
 
-// Softmax over the middle dim (tiles above). Held shares: the max, its tree, the sum of
-// exp(x - max), its tree, the writes from registers. Streamed shares: an online (max, sum) fold,
-// its tree, then a second read for the writes.
-template <typename In, typename Out, typename Acc, int kV, int kHold>
+// Softmax over the middle dim (tiles above). Held shares: the max, its combine, the sum of
+// exp(x - max), its combine, the writes from registers. Streamed shares: an online (max, sum)
+// fold, its combine, then a second read for the writes.
+template <typename In, typename Out, typename Acc, int kV, int kHold, bool kCluster>
 __global__ void __launch_bounds__(kInnerThreads)
     softmax_inner_kernel(const In* __restrict__ x, Out* __restrict__ y, InnerGeometry g, int64_t tiles_per_outer) {
-  __shared__ std::conditional_t<(kHold > 0), Acc, RowPartial<Acc>> part[kInnerThreads * kV];
-  const int64_t tiles = g.outer * tiles_per_outer;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  __shared__ TileScratch<std::conditional_t<(kHold > 0), Acc, RowPartial<Acc>>, kV, kCluster> s;
+  const TileShare share = TileShare::of<kCluster>(g.cols);
+  int phase = 0;
+  for_each_tile<kCluster>(g.outer * tiles_per_outer, [&](int64_t t) {
     const int64_t i = (t % tiles_per_outer) * (blockDim.x * kV) + threadIdx.x * kV;
     const bool active = i < g.inner;  // inner is a multiple of kV
     const In* xc = x + (t / tiles_per_outer) * g.cols * g.inner + i;
@@ -944,10 +1027,10 @@ __global__ void __launch_bounds__(kInnerThreads)
     Pack<In, kV> held[kHold > 0 ? kHold : 1];
     Acc offset[kV], inv_sum[kV];
     if constexpr (kHold > 0) {
-      // The columns' max (a tree over the rows of threads), then their sum of exp(x - max)
-      // (another): one exp a value and no rescaling. The online pairs' rescaling diverged often
-      // over 8 values and their tree took two exps a value a level (bfloat16 32 x 1024 x 1024 over
-      // dim 1: 30% of copy).
+      // The columns' max (combined over the tile), then their sum of exp(x - max) (again): one
+      // exp a value and no rescaling. The online pairs' rescaling diverged often over 8 values
+      // and their tree took two exps a value a level (bfloat16 32 x 1024 x 1024 over dim 1: 30%
+      // of copy).
       Acc m[kV], sum[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
@@ -955,64 +1038,50 @@ __global__ void __launch_bounds__(kInnerThreads)
         sum[e] = Acc(0);
       }
       if (active) {
+        share.load(held, get);
+        share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
-        for (int u = 0; u < kHold; ++u) {
-          const int64_t k = threadIdx.y + u * static_cast<int64_t>(blockDim.y);
-          if (k < g.cols) held[u] = get(k);
-        }
-#pragma unroll
-        for (int u = 0; u < kHold; ++u)
-          if (threadIdx.y + u * static_cast<int64_t>(blockDim.y) < g.cols)
-#pragma unroll
-            for (int e = 0; e < kV; ++e) m[e] = MaxOp<Acc>()(m[e], widen<Acc>(held[u], e));
+          for (int e = 0; e < kV; ++e) m[e] = MaxOp<Acc>()(m[e], widen<Acc>(v, e));
+        });
       }
-      combine_thread_rows(m, part, MaxOp<Acc>());
+      combine_tile(m, s, phase, MaxOp<Acc>());
 #pragma unroll
       for (int e = 0; e < kV; ++e) offset[e] = exp_offset(m[e]);
       if (active) {
+        share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
-        for (int u = 0; u < kHold; ++u)
-          if (threadIdx.y + u * static_cast<int64_t>(blockDim.y) < g.cols)
-#pragma unroll
-            for (int e = 0; e < kV; ++e) sum[e] += offset_exp(widen<Acc>(held[u], e), offset[e]);
+          for (int e = 0; e < kV; ++e) sum[e] += offset_exp(widen<Acc>(v, e), offset[e]);
+        });
       }
-      combine_thread_rows(sum, part, SumOp<Acc>());
-      if (!active) continue;
+      combine_tile(sum, s, phase, SumOp<Acc>());
+      if (!active) return;
 #pragma unroll
       for (int e = 0; e < kV; ++e) inv_sum[e] = Acc(1) / sum[e];  // an all -inf column: NaN, as torch
     } else {
       RowPartial<Acc> p[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) p[e] = OnlineSoftmaxOp<Acc>::identity();
-      auto fold = [&](const Pack<In, kV>& v, int64_t) {
+      if (active) {
+        share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
-        for (int e = 0; e < kV; ++e) online_add(p[e], widen<Acc>(v, e));
-      };
-      if (active) for_thread_rows(g.cols, get, fold);
-      combine_thread_rows(p, part, OnlineSoftmaxOp<Acc>());
-      if (!active) continue;
+          for (int e = 0; e < kV; ++e) online_add(p[e], widen<Acc>(v, e));
+        });
+      }
+      combine_tile(p, s, phase, OnlineSoftmaxOp<Acc>());
+      if (!active) return;
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
         offset[e] = exp_offset(p[e].max);
         inv_sum[e] = Acc(1) / p[e].sum;
       }
     }
-    auto write = [&](const Pack<In, kV>& v, int64_t k) {
+    share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t k) {
       Acc o[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) o[e] = offset_exp(widen<Acc>(v, e), offset[e]) * inv_sum[e];
       store_pack<Out, Acc, kV>(yc + k * g.inner, o);
-    };
-    if constexpr (kHold > 0) {
-#pragma unroll
-      for (int u = 0; u < kHold; ++u) {
-        const int64_t k = threadIdx.y + u * static_cast<int64_t>(blockDim.y);
-        if (k < g.cols) write(held[u], k);
-      }
-    } else {
-      for_thread_rows(g.cols, get, write);
-    }
-  }
+    });
+  });
 }
 
 }  // namespace cuda

@@ -148,32 +148,9 @@ constexpr int64_t kStaggerMinRows = 8;
 template <typename Kernel, typename... Args>
 bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, int64_t smem, cudaStream_t stream,
                         Args... args) {
-  if (props().major < 9) return false;  // thread block clusters are sm_90+
-  allow_smem(kernel, smem);  // before the occupancy query, which counts it
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = blocks;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = static_cast<size_t>(smem);
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  // Clusters the device runs at once (0: it cannot run this shape).
-  const int active = memoized_kernel_query(reinterpret_cast<const void*>(kernel), blocks, threads, [&] {
-    if (blocks > 8) {
-      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    }
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess) {
-      (void)cudaGetLastError();  // an unsupported cluster shape: clear the error, fall back
-      clusters = 0;
-    }
-    return clusters;
-  });
+  cudaLaunchConfig_t config;
+  cudaLaunchAttribute attr;
+  const int active = setup_clusters(config, attr, kernel, blocks, dim3(threads), smem, stream);
   if (active <= 0) return false;
   config.gridDim = dim3(static_cast<unsigned>(blocks * std::max<int64_t>(1, std::min<int64_t>(rows, active))));
   const unsigned stagger_ns = static_cast<unsigned>(
@@ -539,6 +516,41 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// Plans g's inner-dim tiles (inner_tiles, launch.h) and launches kernel_for(hold, cluster) on
+// them with `args` and then the tiles per outer index. kernel_for takes integral constants (packs
+// a thread holds: kInnerHold, or 0 for streamed shares; clusters or not) and returns the kernel.
+// Clusters only where kClusters (16-byte packs), of the planned size or, where the device cannot
+// run that, half as many blocks (a plan of its own); plain blocks otherwise.
+template <bool kClusters, typename KernelFor, typename... Args>
+void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, cudaStream_t stream, KernelFor kernel_for,
+                        Args... args) {
+  auto launch = [&](const InnerTiles& t, auto cluster) {
+    auto run = [&](auto kernel) {
+      if constexpr (decltype(cluster)::value) {
+        cudaLaunchConfig_t config;
+        cudaLaunchAttribute attr;
+        if (setup_clusters(config, attr, kernel, t.cluster, t.block, 0, stream) <= 0) return false;
+        config.gridDim = dim3(static_cast<unsigned>(t.grid));
+        C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args..., t.tiles_per_outer));
+      } else {
+        kernel<<<t.grid, t.block, 0, stream>>>(args..., t.tiles_per_outer);
+      }
+      return true;
+    };
+    return t.held ? run(kernel_for(Int<kInnerHold>(), cluster)) : run(kernel_for(Int<0>(), cluster));
+  };
+  if constexpr (kClusters) {
+    if (props().major >= 9) {
+      int most = kInnerMaxCluster;
+      for (InnerTiles t; (t = inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, most)).cluster > 1;
+           most = t.cluster / 2) {
+        if (launch(t, std::true_type())) return;
+      }
+    }
+  }
+  launch(inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, 1), std::false_type());
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -555,12 +567,9 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
     if (g.inner > 1) {
       auto launch = [&](auto vec) {
         constexpr int kVec = decltype(vec)::value;
-        const cuda::InnerTiles t = cuda::inner_tiles(g, kVec, sizeof(T), cuda::kInnerHold, cuda::kInnerThreads);
-        if (t.held)
-          cuda::softmax_backward_inner_kernel<T, Acc, kVec, cuda::kInnerHold>
-              <<<t.grid, t.block, 0, stream>>>(gp, yp, xp, g, t.tiles_per_outer);
-        else
-          cuda::softmax_backward_inner_kernel<T, Acc, kVec, 0><<<t.grid, t.block, 0, stream>>>(gp, yp, xp, g, t.tiles_per_outer);
+        cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), stream, [](auto hold, auto cluster) {
+          return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
+        }, gp, yp, xp, g);
       };
       constexpr int kVec = cuda::kMaxVec<T>;
       if (g.inner % kVec == 0 && cuda::is_aligned(gp, 16) && cuda::is_aligned(yp, 16) && cuda::is_aligned(xp, 16))
@@ -600,11 +609,9 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
     Out* yp = y.mutable_data_ptr<Out>();
     auto launch = [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
-      const cuda::InnerTiles t = cuda::inner_tiles(g, kVec, sizeof(In), cuda::kInnerHold, cuda::kInnerThreads);
-      if (t.held)
-        cuda::softmax_inner_kernel<In, Out, Acc, kVec, cuda::kInnerHold><<<t.grid, t.block, 0, stream>>>(xp, yp, g, t.tiles_per_outer);
-      else
-        cuda::softmax_inner_kernel<In, Out, Acc, kVec, 0><<<t.grid, t.block, 0, stream>>>(xp, yp, g, t.tiles_per_outer);
+      cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), stream, [](auto hold, auto cluster) {
+        return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
+      }, xp, yp, g);
     };
     constexpr int kVec = cuda::kMaxVec<In>;
     if (g.inner % kVec == 0 && cuda::is_aligned(xp, 16) && cuda::is_aligned(yp, sizeof(Out) * kVec))

@@ -244,18 +244,19 @@ __global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const 
 }
 
 // The backward over the middle dim, on row_norm.cuh's inner-dim tiles: dot = sum(grad * out)
-// per column (each thread's share in order, then the tree over the rows of threads), then
-// grad_x = out * (grad - dot), from registers when kHold > 0.
-template <typename T, typename Acc, int kV, int kHold>
+// per column (each thread's share in order, then combine_tile), then grad_x = out * (grad - dot),
+// from registers when kHold > 0.
+template <typename T, typename Acc, int kV, int kHold, bool kCluster>
 __global__ void __launch_bounds__(kInnerThreads)
     softmax_backward_inner_kernel(const T* __restrict__ grad, const T* __restrict__ out, T* __restrict__ gx,
                                   InnerGeometry g, int64_t tiles_per_outer) {
-  __shared__ Acc part[kInnerThreads * kV];
+  __shared__ TileScratch<Acc, kV, kCluster> s;
   struct Packs {
     Pack<T, kV> g, o;
   };
-  const int64_t tiles = g.outer * tiles_per_outer;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  const TileShare share = TileShare::of<kCluster>(g.cols);
+  int phase = 0;
+  for_each_tile<kCluster>(g.outer * tiles_per_outer, [&](int64_t t) {
     const int64_t i = (t % tiles_per_outer) * (blockDim.x * kV) + threadIdx.x * kV;
     const bool active = i < g.inner;  // inner is a multiple of kV
     const int64_t base = (t / tiles_per_outer) * g.cols * g.inner + i;
@@ -265,43 +266,23 @@ __global__ void __launch_bounds__(kInnerThreads)
     Acc dot[kV];
 #pragma unroll
     for (int e = 0; e < kV; ++e) dot[e] = Acc(0);
-    auto fold = [&](const Packs& v, int64_t) {
-#pragma unroll
-      for (int e = 0; e < kV; ++e) dot[e] += widen<Acc>(v.g, e) * widen<Acc>(v.o, e);
-    };
     Packs held[kHold > 0 ? kHold : 1];
     if (active) {
-      if constexpr (kHold > 0) {
+      if constexpr (kHold > 0) share.load(held, get);
+      share.each<kHold>(held, get, [&](const Packs& v, int64_t) {
 #pragma unroll
-        for (int u = 0; u < kHold; ++u) {
-          const int64_t k = threadIdx.y + u * static_cast<int64_t>(blockDim.y);
-          if (k < g.cols) held[u] = get(k);
-        }
-#pragma unroll
-        for (int u = 0; u < kHold; ++u)
-          if (threadIdx.y + u * static_cast<int64_t>(blockDim.y) < g.cols) fold(held[u], 0);
-      } else {
-        for_thread_rows(g.cols, get, fold);
-      }
+        for (int e = 0; e < kV; ++e) dot[e] += widen<Acc>(v.g, e) * widen<Acc>(v.o, e);
+      });
     }
-    combine_thread_rows(dot, part, SumOp<Acc>());
-    if (!active) continue;
-    auto write = [&](const Packs& v, int64_t k) {
+    combine_tile(dot, s, phase, SumOp<Acc>());
+    if (!active) return;
+    share.each<kHold>(held, get, [&](const Packs& v, int64_t k) {
       Acc r[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) r[e] = widen<Acc>(v.o, e) * (widen<Acc>(v.g, e) - dot[e]);
       store_pack<T, Acc, kV>(gx + base + k * g.inner, r);
-    };
-    if constexpr (kHold > 0) {
-#pragma unroll
-      for (int u = 0; u < kHold; ++u) {
-        const int64_t k = threadIdx.y + u * static_cast<int64_t>(blockDim.y);
-        if (k < g.cols) write(held[u], k);
-      }
-    } else {
-      for_thread_rows(g.cols, get, write);
-    }
-  }
+    });
+  });
 }
 
 }  // namespace cuda
