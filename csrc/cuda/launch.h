@@ -120,7 +120,7 @@ inline int64_t grid_for(int64_t items) {
 // `hold` packs a thread, each block keeping kInnerClusterMinBytes of the tile or more. H100,
 // benchmarks/inner_softmax.py shapes over dim 0, us for clusters of 1/2/4/8/16 blocks
 // (h100_study/session29_inner_clusters.txt): bfloat16 (4096, 1024), 64 tiles: 42.6/23.0/29.8/
-// 38.7/38.6 (past one wave of clusters, 99 registers a thread, the larger ones ran two);
+// 38.7 (1-8 blocks; past one wave of clusters, 99 registers a thread, the larger ones ran two);
 // float32 (16384, 256), 32 tiles: 79/48/44/44/38; float32 (65536, 64), 8 tiles streamed:
 // 250/137/80/51/50; float32 (4096, 1024), 128 tiles: 32-35 for all.
 struct InnerTiles {
@@ -143,8 +143,14 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
   const int64_t packs = ceil_div(g.inner, vec), enough = sm_count() * 4;
   const int narrowest = static_cast<int>(
       std::max<int64_t>(1, env_positive("REDUCE_OPS_INNER_NARROWEST", 32) / (vec * element_bytes)));
-  int ty = 1;
-  while (ty * narrowest < threads_max && ty * hold < g.cols) ty *= 2;
+  // Rows of threads (a power of two) of blocks `width` packs wide that hold the cols in `hold`
+  // packs a thread when c blocks share them, or all that threads_max allows.
+  auto rows_to_hold = [&](int width, int c) {
+    int y = 1;
+    while (width * y < threads_max && int64_t{c} * y * hold < g.cols) y *= 2;
+    return y;
+  };
+  int ty = rows_to_hold(narrowest, 1);
   const bool held = ty * static_cast<int64_t>(hold) >= g.cols;
   if (!held) {
     ty = 1;
@@ -163,17 +169,11 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
   if (tx > kInnerClusterTx || most < 2) return blocks;
   const int64_t tile_bytes = g.cols * tx * vec * element_bytes;
   auto may_double = [&](int c) { return c < most && tile_bytes / (2 * c) >= kInnerClusterMinBytes; };
-  // Rows of threads of a block for a cluster of c: the fewest that hold the share, else all.
-  auto rows_for = [&](int c) {
-    int cy = 1;
-    while (tx * cy < threads_max && int64_t{c} * cy * hold < g.cols) cy *= 2;
-    return cy;
-  };
   int c = 1;
   while (may_double(c) && tiles * c < sm_count() * 7 / 8) c *= 2;
-  while (may_double(c) && int64_t{c} * rows_for(c) * hold < g.cols) c *= 2;
+  while (may_double(c) && int64_t{c} * rows_to_hold(tx, c) * hold < g.cols) c *= 2;
   if (c == 1) return blocks;
-  const int cy = rows_for(c);
+  const int cy = rows_to_hold(tx, c);
   return {dim3(tx, cy), ceil_div(packs, tx), tiles * c, int64_t{c} * cy * hold >= g.cols, c};
 }
 
