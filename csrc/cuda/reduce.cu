@@ -44,9 +44,7 @@ constexpr int64_t kColsChunkRows = 16 * kColsRound;
 // 128 blocks lost (2^20 float32 in 64 blocks: 8.4 -> 9.3 us).
 constexpr int64_t kMinReduceChunkBytes = 16384;
 constexpr int64_t kReduceSplitBlocks = 512;
-// Rows the per-stream counter buffer serves; a split needs rows < sm_count * kBlocksPerSM,
-// far fewer.
-constexpr int64_t kMaxCounters = 4096;
+}  // namespace
 
 // Counters captured CUDA graphs use: module memory, zero when the module loads, so that the graph
 // needs no fill node (H200, 2^20-element sum in a graph: 6.9 -> 5.7 us); handed out once and
@@ -89,6 +87,8 @@ unsigned* zeroed_counters(int64_t n, const at::Tensor& like, cudaStream_t stream
   if (!buffer.defined()) buffer = at::zeros({kMaxCounters}, opts);  // on `stream`: ordered before use
   return reinterpret_cast<unsigned*>(buffer.mutable_data_ptr<int>());
 }
+
+namespace {
 
 // Every segment starts on a 16-byte boundary and holds whole packs: the lean load path.
 template <typename In>
@@ -206,35 +206,6 @@ ColsLaunch cols_launch(const ColsArgs& a, int vec) {
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.bx) * vec < a.inner) l.bx *= 2;
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
   return l;
-}
-
-// What a split column launch's folds need (reduce_cols_kernel's ColsScratch): counters, one per
-// group of segments per tile plus, with several groups, one per tile; rows of partials, one per
-// segment plus, with several groups, one per group.
-struct ColsFold {
-  int64_t counters, partial_rows;
-};
-
-ColsFold cols_fold(const ColsArgs& a) {
-  const int64_t second_level = a.groups > 1 ? 1 : 0;
-  return {a.outer * a.tiles * (a.groups + second_level), a.splits + second_level * a.groups};
-}
-
-// One level of folds while each row of threads folds at most 6 partial rows (three rounds of
-// loads), else two levels of about sqrt(splits) rows each, in whole rows of threads. H200,
-// tune_cols.py: one level over 41 segments beat two (bfloat16 16384 x 4096: 39.6 vs 41.6 us),
-// two levels beat one over 165 (65536 x 1024: 42.8 vs 44.8 us) and 660 (442368 x 128: 41.6
-// vs 49.5 us).
-void set_fold_groups(ColsArgs& a, int by) {
-  a.group = a.splits;
-  a.groups = 1;
-  if (a.splits == 1) return;  // no fold, and no getenv (~0.1 us of a launch)
-  if (ceil_div(a.splits, by) > 6) {
-    a.group = by;
-    while (a.group * a.group < a.splits) a.group += by;
-  }
-  a.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", a.group);
-  a.groups = ceil_div(a.splits, a.group);
 }
 
 // A column launch: its arguments and block shape.

@@ -19,6 +19,7 @@
 // on the problem shape and the device: the result is the same bits on every run.
 #pragma once
 
+#include "cuda/column_fold.cuh"
 #include "cuda/primitives.cuh"
 
 namespace reduce_ops {
@@ -352,142 +353,6 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __rest
 
 // ---- Columns -----------------------------------------------------------------------------
 
-// out[o * inner + i] = reduce over r of x[o * outer_stride + r * reduced_stride + i * inner_stride].
-// Work item w = (seg * outer + o) * tiles + tile: rows [seg * chunk, (seg + 1) * chunk) of the
-// tile's blockDim.x * kVec columns. With splits > 1 the segments' partials meet in one launch:
-// the last segment of each group of `group` to finish folds the group's partials, and with more
-// than one group the last group folds the groups' results (two levels, so that no block reads
-// more than ~group rows of partials: one block folding 1056 rows of 128 partials took longer
-// than the pass over the input, H200). With kVec > 1 the launcher guarantees inner_stride == 1
-// and 16-byte aligned packs in x, and out aligned to kVec elements.
-struct ColsArgs {
-  int64_t outer, reduced, inner;
-  int64_t outer_stride, reduced_stride, inner_stride;
-  int64_t splits, chunk;  // the reduced dim is cut into `splits` segments of `chunk` rows
-  int64_t group;          // segments per first-level fold
-  // Set by the launcher for its block shape (no 64-bit division in the kernel's prologue):
-  int64_t tiles;   // ceil(inner / (blockDim.x * kVec)), column tiles per outer index
-  int64_t groups;  // ceil(splits / group)
-};
-
-// Rows a thread of reduce_cols_kernel loads at once (16-byte loads with kVec > 1): one round.
-constexpr int kColsRound = 4;
-
-// Scratch of a split column reduction: partials [splits][outer * inner] then the groups'
-// [groups][outer * inner], in the reducer's Acc; counters [outer * tiles][groups] then, with
-// more than one group, [outer * tiles]. The counters are zero when the kernel starts and again
-// when it ends.
-template <typename Acc>
-struct ColsScratch {
-  Acc* partial;
-  unsigned* counters;
-};
-
-// Rows of threads fold their kVec columns: on return thread row 0 holds the block's fold of
-// `acc`, in an order fixed by blockDim.y (a power of two). Every thread must call it; `smem`
-// holds blockDim.x * blockDim.y * kVec values. Up to 8 rows, row 0 folds the others one after
-// another; past that, a pairwise tree (row y takes row y + half, half = blockDim.y / 2, ..., 1),
-// one barrier a level. H200, CUDA graph, compensated float32 sum of 1024 x 128 over dim 0
-// (h200_study/session23.txt), one after another -> tree: 32 rows 7.06 -> 5.56 us (a chain of 31
-// shared-memory loads and Neumaier steps, twice), 16 rows 5.62 -> 5.41, 8 rows 5.71 -> 6.04.
-template <typename R, int kVec>
-__device__ __forceinline__ void fold_thread_rows(typename R::Acc (&acc)[kVec], typename R::Acc* smem, const R& r) {
-  if (blockDim.y == 1) return;
-  typename R::Acc* mine = smem + (threadIdx.y * blockDim.x + threadIdx.x) * kVec;
-  if (blockDim.y <= 8) {
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
-    __syncthreads();
-    if (threadIdx.y == 0) {
-      for (int y = 1; y < blockDim.y; ++y) {
-        const typename R::Acc* theirs = smem + (y * blockDim.x + threadIdx.x) * kVec;
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
-      }
-    }
-  } else {
-    // Row y's slot is written once, at the level that folds it away, and read at that level only.
-    for (unsigned half = blockDim.y / 2; half > 0; half /= 2) {
-      if (threadIdx.y >= half && threadIdx.y < 2 * half) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) mine[k] = acc[k];
-      }
-      __syncthreads();
-      if (threadIdx.y < half) {
-        const typename R::Acc* theirs = mine + half * blockDim.x * kVec;
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], theirs[k]);
-      }
-    }
-  }
-  __syncthreads();  // smem is rewritten by the next call
-}
-
-// A thread's kVec partials of one row, moved as 16-byte words where they fill whole ones (the
-// launcher's vectorized layout keeps them 16-byte aligned), else value by value; loads go
-// through L2 only (other blocks wrote them during this launch).
-template <typename Acc, int kVec>
-struct PartialRun {
-  static constexpr bool kWords = kVec * sizeof(Acc) % 16 == 0;
-  static constexpr int kCount = kWords ? kVec * sizeof(Acc) / 16 : kVec;
-  using Word = std::conditional_t<kWords, uint4, Acc>;
-  __device__ static void load(const Acc* src, Acc (&v)[kVec]) {
-    Word w[kCount];
-#pragma unroll
-    for (int c = 0; c < kCount; ++c) w[c] = load_cg(reinterpret_cast<const Word*>(src) + c);
-    memcpy(v, w, sizeof(v));
-  }
-  __device__ static void store(Acc* dst, const Acc (&v)[kVec]) {
-    Word w[kCount];
-    memcpy(w, v, sizeof(v));
-#pragma unroll
-    for (int c = 0; c < kCount; ++c) reinterpret_cast<Word*>(dst)[c] = w[c];
-  }
-};
-
-// This thread's kVec columns of rows [0, n) of `rows` (row stride `stride`), rows threadIdx.y,
-// threadIdx.y + blockDim.y, ... folded in order; two rows' loads in flight where a row's run is
-// one 16-byte word (longer runs held 16-32 registers more, and the kernel's register count is
-// its largest part's: compensated bfloat16 went from 48 to 72, 3 blocks per SM instead of 5).
-template <typename R, int kVec>
-__device__ __forceinline__ void fold_partial_rows(const typename R::Acc* rows, int64_t n, int64_t stride,
-                                                  typename R::Acc (&acc)[kVec], const R& r) {
-  using Acc = typename R::Acc;
-  constexpr int kRows = kVec * sizeof(Acc) <= 16 ? 2 : 1;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
-  for (int64_t j = threadIdx.y; j < n; j += kRows * blockDim.y) {
-    Acc v[kRows][kVec];
-#pragma unroll
-    for (int u = 0; u < kRows; ++u) {
-      if (j + u * blockDim.y < n) PartialRun<Acc, kVec>::load(rows + (j + u * blockDim.y) * stride, v[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kRows; ++u) {
-      if (j + u * blockDim.y < n) {
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], v[u][k]);
-      }
-    }
-  }
-}
-
-// Publishes thread row 0's kVec values at `dst` and counts this block's arrival at `counter`:
-// true in every thread of the block whose arrival is the `expected`-th (the last), which then
-// sees every partial the others published and resets the counter.
-template <typename Acc, int kVec>
-__device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
-                                                   unsigned* counter, unsigned expected, bool* last) {
-  if (threadIdx.y == 0 && in_range) PartialRun<Acc, kVec>::store(dst, acc);
-  __syncthreads();  // every partial of the block is stored before the arrival releases them
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
-    *last = arrive_acq_rel(counter) == expected - 1;
-    if (*last) *counter = 0u;  // every arrival is in: ready for the next launch
-  }
-  __syncthreads();
-  return *last;
-}
-
 template <typename Out, typename R, int kVec>
 __device__ __forceinline__ void store_columns(Out* dst, const typename R::Acc (&acc)[kVec], const R& r) {
   Pack<Out, kVec> o;
@@ -510,9 +375,8 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
   __shared__ bool last;
   const int64_t tile_cols = static_cast<int64_t>(blockDim.x) * kVec;
-  const int64_t tiles = a.tiles, groups = a.groups;
+  const int64_t tiles = a.tiles;
   const int64_t items = a.splits * a.outer * tiles;
-  const int64_t columns = a.outer * a.inner;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     // w = (seg * outer + o) * tiles + tile, with no 64-bit division where a factor is 1 (each
     // costs ~25 dependent instructions before the loads can go out; in a CUDA graph, H200,
@@ -581,30 +445,8 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));
       }
     }
-    fold_thread_rows(acc, smem, r);
     const int64_t col = o * a.inner + i;  // this thread's first column in out and the partials
-    if (a.splits > 1) {
-      // First level: the last of the group's segments to arrive folds the group.
-      const int64_t tile_id = o * tiles + tile, g = seg / a.group;
-      const int64_t members = (a.splits - g * a.group < a.group) ? a.splits - g * a.group : a.group;
-      if (!publish_and_arrive(acc, scratch.partial + seg * columns + col, in_range,
-                              scratch.counters + tile_id * groups + g, static_cast<unsigned>(members), &last)) {
-        continue;
-      }
-      if (in_range) fold_partial_rows(scratch.partial + g * a.group * columns + col, members, columns, acc, r);
-      fold_thread_rows(acc, smem, r);
-      if (groups > 1) {
-        // Second level: the last group to finish folds the groups' results.
-        Acc* group_partial = scratch.partial + a.splits * columns;
-        if (!publish_and_arrive(acc, group_partial + g * columns + col, in_range,
-                                scratch.counters + a.outer * tiles * groups + tile_id, static_cast<unsigned>(groups),
-                                &last)) {
-          continue;
-        }
-        if (in_range) fold_partial_rows(group_partial + col, groups, columns, acc, r);
-        fold_thread_rows(acc, smem, r);
-      }
-    }
+    if (!fold_segments(acc, a, scratch, seg, o * tiles + tile, col, in_range, smem, &last, r)) continue;
     if (threadIdx.y == 0 && in_range) {
       if constexpr (kVec > 1) {
         store_columns<Out>(out + col, acc, r);
