@@ -5,8 +5,9 @@ torch.compile, with bench.py's Timer (L2 flushed before each call, median) and c
 
 The benchmark grid of bench.py reduces over the last dim (and dim 0 for sum and amax); these
 shapes reduce over a dim with others after it, from few long columns to many short ones:
-(65536, 64) over dim 0 has 64 columns of 65536, (4096, 1024) 1024 columns of 4096 (too few
-tiles for the GPU: clusters on sm_90+), (8, 2^24) 2^24 columns of 8.
+(65536, 64) over dim 0 has 64 columns of 65536 (the split kernels: a fold launch, then an apply
+launch), (4096, 1024) 1024 columns of 4096 (too few tiles for the GPU: clusters on sm_90+),
+(8, 2^24) 2^24 columns of 8.
 Each line: us, GB/s on one read and one write (the backward: two reads, one write) and % of
 copy, then the time ratios torch / ours and torch.compile / ours (above 1: ours is faster).
 """
@@ -21,9 +22,9 @@ from bench import Timer, measure_copy  # noqa: E402
 
 import reduce_ops  # noqa: E402
 
-CASES = [((4096, 1024), 0), ((16384, 256), 0), ((65536, 64), 0), ((1024, 65536), 0), ((32, 1024, 1024), 1),
-         ((64, 256, 4096), 1), ((16, 21, 512 * 512), 1), ((8, 1 << 24), 0), ((256, 8, 65536), 1),
-         ((128, 128, 128, 32), 1)]
+CASES = [((4096, 1024), 0), ((16384, 256), 0), ((65536, 64), 0), ((262144, 16), 0), ((8192, 4096), 0),
+         ((4, 8192, 512), 1), ((1024, 65536), 0), ((32, 1024, 1024), 1), ((64, 256, 4096), 1),
+         ((16, 21, 512 * 512), 1), ((8, 1 << 24), 0), ((256, 8, 65536), 1), ((128, 128, 128, 32), 1)]
 
 
 def main():

@@ -146,6 +146,20 @@ def test_softmax_backward_matches_aten(device, dtype, shape, dim):
     assert ((got.double() - ref).abs() <= tol * scale + tol * 1e-3).all()
 
 
+@requires_cuda
+@pytest.mark.parametrize("strategy", ["tiles", "split"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("shape,dim", [c for c in BACKWARD_SHAPES if c[1] not in (-1, len(c[0]) - 1)], ids=str)
+def test_softmax_backward_inner_dims_every_cuda_strategy(monkeypatch, strategy, dtype, shape, dim):
+    # The inner-dim dispatcher's two ways, forced (test_softmax's ..._inner_dims_every_cuda_strategy).
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    test_softmax_backward_matches_aten("cuda", dtype, shape, dim)
+    x = make_input(shape, dtype, "cuda")
+    out, grad = torch.softmax(x, dim), make_input(shape, dtype, "cuda")
+    assert torch.equal(reduce_ops.softmax_backward(grad, out, dim), reduce_ops.softmax_backward(grad, out, dim))
+
+
 def assert_backward_close(got, grad, out, dtype):
     ref = reference_softmax_backward(grad, out, -1)
     tol = {torch.float32: 1e-5, torch.float64: 1e-12}.get(dtype, 1e-2)

@@ -322,6 +322,28 @@ def test_cuda_graphs_of_split_reductions_replay_concurrently():
 
 
 @requires_cuda
+def test_cuda_graph_of_split_inner_softmax(monkeypatch):
+    # The split inner-dim softmax and its backward (REDUCE_OPS_STRATEGY=split, read at capture)
+    # fold through last-block counters too: captured, replayed on new inputs, eager's bits.
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", "split")
+    static_x = make_input((20000, 24), torch.float32, "cuda")
+    static_g = make_input((20000, 24), torch.float32, "cuda")
+    reduce_ops.softmax(static_x, 0)  # warm-up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = reduce_ops.softmax(static_x, 0)
+        gx = reduce_ops.softmax_backward(static_g, y, 0)
+    for _ in range(3):
+        static_x.copy_(make_input((20000, 24), torch.float32, "cuda"))
+        static_g.copy_(make_input((20000, 24), torch.float32, "cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        want_y = reduce_ops.softmax(static_x, 0)
+        assert_exactly_equal(y, want_y)
+        assert_exactly_equal(gx, reduce_ops.softmax_backward(static_g, want_y, 0))
+
+
+@requires_cuda
 @pytest.mark.parametrize("name", OPS)
 def test_ops_run_on_the_current_stream(name):
     # The side stream sleeps before it writes x; an op that launched on another stream would

@@ -88,6 +88,36 @@ def test_softmax_inner_dim_special_columns(device, dtype, cols, inner):
     assert not torch.isnan(out[:, [0] + list(range(4, inner))]).any()
 
 
+# The inner-dim dispatcher's two ways, forced (REDUCE_OPS_STRATEGY): "tiles" (a block or a cluster
+# per tile, one launch) and "split" (a fold launch, then an apply launch; small shapes get a
+# segment per round of rows: (4096, 64) folds 16-64 segments in one level, (1, 70000, 16) 274 in
+# two, (5, 9000, 8) 9 segments of one-pack tiles).
+@requires_cuda
+@pytest.mark.parametrize("strategy", ["tiles", "split"])
+@pytest.mark.parametrize("shape,dim", INNER_CASES, ids=str)
+def test_softmax_inner_dims_every_cuda_strategy(monkeypatch, strategy, dtype, shape, dim):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    x = make_input(shape, dtype, "cuda")
+    first = check_softmax(x, dim)
+    assert torch.equal(reduce_ops.softmax(x, dim), first)  # fixed fold order
+    if dtype in (torch.bfloat16, torch.float16):
+        check_softmax(x, dim, dtype=torch.float32)  # widened outputs
+    check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), dim)  # max subtraction
+
+
+@requires_cuda
+@pytest.mark.parametrize("strategy", ["tiles", "split"])
+@pytest.mark.parametrize("cols,inner", [(300, 64), (5000, 24), (7, 1000)], ids=str)
+def test_softmax_inner_dim_special_columns_every_cuda_strategy(monkeypatch, strategy, dtype, cols, inner):
+    # As test_softmax_inner_dim_special_columns, forced: the split's folds of -inf and NaN pairs.
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    x = make_input((cols, inner), dtype, "cuda")
+    special_rows(x.t())
+    out = check_softmax(x, 0)
+    assert torch.isnan(out[:, 1]).all() and torch.isnan(out[:, 2]).all()
+    assert not torch.isnan(out[:, [0] + list(range(4, inner))]).any()
+
+
 def test_softmax_inner_dim_unaligned_storage(device, dtype):
     # A contiguous view one element into its storage: no 16-byte packs (the scalar kernel).
     base = make_input((1 + 256 * 64,), dtype, device)

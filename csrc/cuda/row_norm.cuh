@@ -28,6 +28,7 @@
 
 #include <type_traits>
 
+#include "cuda/column_fold.cuh"
 #include "cuda/launch.h"
 #include "cuda/primitives.cuh"
 #include "ops.h"
@@ -1083,6 +1084,161 @@ __global__ void __launch_bounds__(kInnerThreads)
     });
   });
 }
+
+// ---- Split inner-dim kernels ------------------------------------------------------------------
+// Softmax (and its backward) over the middle dim when the tiles are too few to fill the GPU and
+// the cols many (e.g. 65536 x 64 over dim 0: one 128-byte tile). Two launches over the same work
+// items, reduce_cols_kernel's (column_fold.cuh's ColsArgs over (outer, cols, inner): a block
+// takes blockDim.x packs of kV adjacent columns and a segment of `chunk` cols, its rows of
+// threads taking turns over the segment, four rows' loads in flight):
+//   inner_split_fold_kernel   folds each column's segment into a statistic, the segments' folded
+//                             as a column reduction's (fold_segments: last block of a group,
+//                             then of the groups, in a fixed order), and writes the column's
+//                             factor (P::finish) to `factors`;
+//   inner_split_apply_kernel  writes each element from its column's factor.
+// Two reads (the second from L2 where the input fits: 50 MB on the H100), one write, and the
+// whole GPU busy however few the columns.
+//
+// A policy P (kV columns a thread) gives Stat (a column's running statistic), static identity()
+// and fold(Stat, Stat), Factor and finish(Stat), Loaded and load(offset) (the input packs at
+// element offset o * cols * inner + k * inner + i), add(Stat (&)[kV], const Loaded (&)[4], n)
+// (adds the first n of a round of rows) and apply(const Factor (&)[kV], Loaded, offset) (writes
+// the outputs there).
+constexpr int kInnerSplitThreads = 256;
+
+// A policy's fold as a column reducer (column_fold.cuh's R).
+template <typename P>
+struct StatFold {
+  using Acc = typename P::Stat;
+  __device__ static Acc identity() { return P::identity(); }
+  __device__ Acc operator()(const Acc& a, const Acc& b) const { return P::fold(a, b); }
+};
+
+// Work item w of a split inner launch: w = (seg * outer + o) * tiles + tile.
+struct InnerSplitItem {
+  int64_t seg, o, tile, i, base;
+  TileShare share;  // the thread's cols of the segment
+  bool active;      // the thread has columns (inner is a multiple of kV)
+
+  template <int kV>
+  __device__ __forceinline__ static InnerSplitItem of(const ColsArgs& a, int64_t w) {
+    InnerSplitItem it;
+    it.tile = w % a.tiles;
+    const int64_t so = w / a.tiles;
+    it.o = so % a.outer;
+    it.seg = so / a.outer;
+    it.i = it.tile * (blockDim.x * kV) + threadIdx.x * kV;
+    it.active = it.i < a.inner;
+    it.base = it.o * a.outer_stride + it.i;
+    const int64_t r0 = it.seg * a.chunk;
+    it.share = {r0 + threadIdx.y, blockDim.y, a.reduced - r0 < a.chunk ? a.reduced : r0 + a.chunk};
+    return it;
+  }
+};
+
+template <typename P, int kV>
+__global__ void __launch_bounds__(kInnerSplitThreads)
+    inner_split_fold_kernel(P p, ColsArgs a, ColsScratch<typename P::Stat> scratch,
+                            typename P::Factor* __restrict__ factors) {
+  using Stat = typename P::Stat;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Stat* smem = reinterpret_cast<Stat*>(smem_raw);  // [blockDim.y][blockDim.x][kV]
+  __shared__ bool last;
+  const int64_t items = a.splits * a.outer * a.tiles;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const InnerSplitItem it = InnerSplitItem::of<kV>(a, w);
+    Stat acc[kV];
+#pragma unroll
+    for (int e = 0; e < kV; ++e) acc[e] = P::identity();
+    if (it.active) {
+      // Rounds of kColsRound rows, loaded together and added together (the last round: n < 4
+      // rows, the rest of its loads repeating row k).
+      const TileShare& s = it.share;
+      for (int64_t k = s.first; k < s.cols; k += kColsRound * s.step) {
+        typename P::Loaded v[kColsRound];
+        int n = 1;
+        while (n < kColsRound && k + n * s.step < s.cols) ++n;
+#pragma unroll
+        for (int u = 0; u < kColsRound; ++u) v[u] = p.load(it.base + (u < n ? k + u * s.step : k) * a.inner);
+        p.add(acc, v, n);
+      }
+    }
+    const int64_t col = it.o * a.inner + it.i;
+    if (!fold_segments(acc, a, scratch, it.seg, it.o * a.tiles + it.tile, col, it.active, smem, &last, StatFold<P>())) {
+      continue;
+    }
+    if (threadIdx.y == 0 && it.active) {
+#pragma unroll
+      for (int e = 0; e < kV; ++e) factors[col + e] = p.finish(acc[e]);
+    }
+  }
+}
+
+template <typename P, int kV>
+__global__ void __launch_bounds__(kInnerSplitThreads)
+    inner_split_apply_kernel(P p, ColsArgs a, const typename P::Factor* __restrict__ factors) {
+  const int64_t items = a.splits * a.outer * a.tiles;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const InnerSplitItem it = InnerSplitItem::of<kV>(a, w);
+    if (!it.active) continue;
+    typename P::Factor f[kV];
+#pragma unroll
+    for (int e = 0; e < kV; ++e) f[e] = factors[it.o * a.inner + it.i + e];
+    typename P::Loaded none[1];
+    it.share.each<0>(none, [&](int64_t k) { return p.load(it.base + k * a.inner); },
+                     [&](const typename P::Loaded& v, int64_t k) { p.apply(f, v, it.base + k * a.inner); });
+  }
+}
+
+// Softmax's split policy: the online (max, sum of exp(x - max)) pair per column, as the streamed
+// tiles'; the factor is (exp offset of the max, 1 / sum).
+template <typename In, typename Out, typename Acc, int kV>
+struct SoftmaxInnerSplit {
+  const In* x;
+  Out* y;
+  using Stat = RowPartial<Acc>;
+  struct Factor {
+    Acc offset, inv_sum;
+  };
+  using Loaded = Pack<In, kV>;
+  __device__ static Stat identity() { return OnlineSoftmaxOp<Acc>::identity(); }
+  __device__ static Stat fold(const Stat& a, const Stat& b) { return OnlineSoftmaxOp<Acc>()(a, b); }
+  __device__ Factor finish(const Stat& s) const {
+    return {exp_offset(s.max), Acc(1) / s.sum};  // an all -inf column: NaN, as torch
+  }
+  __device__ Loaded load(int64_t at) const { return load_inner_pack<In, kV>(x + at); }
+  // The round's max first, one rescaling of the sum where it rose, then one exp a value. The
+  // online pair a value at a time (online_add) took ~53 instructions an element: H100, bfloat16
+  // 65536 x 64 over dim 0, fold launch 6.9M -> 3.7M warp instructions, 34.8 -> 31.9 us (ncu;
+  // the rest is its last-block folds, h100_study/session30_inner_split.txt).
+  template <int kN>
+  __device__ void add(Stat (&s)[kV], const Loaded (&v)[kN], int n) const {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      Acc m = s[e].max;
+#pragma unroll
+      for (int u = 0; u < kN; ++u) {
+        if (u < n) m = MaxOp<Acc>()(m, widen<Acc>(v[u], e));
+      }
+      if (!(m == s[e].max)) {
+        s[e].sum = rescaled_sum(s[e].sum, s[e].max, m);
+        s[e].max = m;
+      }
+      if (m == -std::numeric_limits<Acc>::infinity()) continue;  // only -inf so far: exp 0
+      const Acc c = exp_offset(m);
+#pragma unroll
+      for (int u = 0; u < kN; ++u) {
+        if (u < n) s[e].sum += offset_exp(widen<Acc>(v[u], e), c);
+      }
+    }
+  }
+  __device__ void apply(const Factor (&f)[kV], const Loaded& v, int64_t at) const {
+    Acc o[kV];
+#pragma unroll
+    for (int e = 0; e < kV; ++e) o[e] = offset_exp(widen<Acc>(v, e), f[e].offset) * f[e].inv_sum;
+    store_pack<Out, Acc, kV>(y + at, o);
+  }
+};
 
 }  // namespace cuda
 }  // namespace reduce_ops

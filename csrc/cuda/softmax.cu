@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 
 #include "common/dispatch.h"
@@ -551,6 +552,97 @@ void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, cuda
   launch(inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, 1), std::false_type());
 }
 
+// Split inner plan (row_norm.cuh's split inner-dim kernels): blocks of kInnerSplitThreads,
+// blockDim.x packs across the columns (the inner packs rounded up to a power of two, at most
+// REDUCE_OPS_INNER_SPLIT_TX, default kInnerSplitTx), the rest rows of threads; the cols cut into
+// segments of whole rounds (4 rows a thread, REDUCE_OPS_INNER_SPLIT_ROUNDS of them at least),
+// as many as one wave of `resident` blocks takes (small shapes: a round each, so tests see many
+// segments and two levels of folds). None where the folds need more counters than
+// zeroed_counters holds. H100 forward, us at 8 / 16 / 32 / 64 packs across (h100_study/session30_inner_split.txt):
+// float32 (16384, 256) over dim 0 30.1 / 30.5 / 35.7 / 37.1, bfloat16 (4096, 1024) 29.9 / 28.7 /
+// 38.9 / 34.4, (8192, 4096) 96.9 / 95.8 / 100.7 / 100.2, (65536, 64) 35.2 / 35.9 / 34.7 / 36.4;
+// two or four rounds a thread at least (fewer, longer segments) were as fast or slower.
+constexpr int kInnerSplitTx = 16;
+
+struct InnerSplitPlan {
+  ColsArgs a;
+  dim3 block;
+};
+
+std::optional<InnerSplitPlan> inner_split_plan(const InnerGeometry& g, int vec, int64_t resident) {
+  const int64_t packs = ceil_div(g.inner, vec), widest = env_positive("REDUCE_OPS_INNER_SPLIT_TX", kInnerSplitTx);
+  int bx = 1;
+  while (bx < widest && bx < packs && bx < kInnerSplitThreads) bx *= 2;
+  const int by = kInnerSplitThreads / bx;
+  ColsArgs a{g.outer, g.cols, g.inner, g.cols * g.inner, g.inner, 1, 1, g.cols, 1, ceil_div(packs, bx), 1};
+  const int64_t round = int64_t{by} * kColsRound;
+  const int64_t least = round * env_positive("REDUCE_OPS_INNER_SPLIT_ROUNDS", 1);
+  const int64_t splits = std::max<int64_t>(1, std::min(resident / (g.outer * a.tiles), ceil_div(g.cols, least)));
+  a.chunk = ceil_div(ceil_div(g.cols, splits), round) * round;
+  a.splits = ceil_div(g.cols, a.chunk);
+  set_fold_groups(a, by);
+  if (a.splits > 1 && cols_fold(a).counters > kMaxCounters) return std::nullopt;
+  return InnerSplitPlan{a, dim3(bx, by)};
+}
+
+// Runs policy p (kV columns a thread) on the split inner-dim kernels; false where there is no
+// plan (the caller takes the tiles).
+template <int kV, typename P>
+bool launch_inner_split(const P& p, const InnerGeometry& g, const at::Tensor& like, cudaStream_t stream) {
+  using Stat = typename P::Stat;
+  using Factor = typename P::Factor;
+  const auto fold = inner_split_fold_kernel<P, kV>;
+  const auto apply = inner_split_apply_kernel<P, kV>;
+  const size_t smem = kInnerSplitThreads * kV * sizeof(Stat);
+  const int64_t resident = sm_count() * resident_blocks(fold, kInnerSplitThreads, smem);
+  const std::optional<InnerSplitPlan> plan = inner_split_plan(g, kV, resident);
+  if (!plan) return false;
+  const ColsArgs& a = plan->a;
+  const ColsFold need = cols_fold(a);
+  const int64_t columns = g.outer * g.inner;
+  // One buffer: the folds' partials (16-byte aligned runs), then the factors.
+  const int64_t partial_bytes = a.splits > 1 ? ceil_div(need.partial_rows * columns * sizeof(Stat), 16) * 16 : 0;
+  at::Tensor scratch_t = at::empty({partial_bytes + columns * static_cast<int64_t>(sizeof(Factor))},
+                                   like.options().dtype(at::kByte));
+  auto* bytes = static_cast<unsigned char*>(scratch_t.mutable_data_ptr());
+  ColsScratch<Stat> scratch{reinterpret_cast<Stat*>(bytes), nullptr};
+  at::Tensor graph_owned;
+  if (a.splits > 1) scratch.counters = zeroed_counters(need.counters, like, stream, graph_owned);
+  auto* factors = reinterpret_cast<Factor*>(bytes + partial_bytes);
+  const int64_t grid = grid_for(a.splits * a.outer * a.tiles);
+  fold<<<grid, plan->block, smem, stream>>>(p, a, scratch, factors);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  apply<<<grid, plan->block, 0, stream>>>(p, a, factors);
+  return true;
+}
+
+// Whether softmax (kBackward: its backward) over a middle dim takes the split kernels rather
+// than the tiles (REDUCE_OPS_STRATEGY=split or =tiles forces either), by the tiles at the
+// narrowest width (32 bytes a row): split where they are at most a quarter of the SMs; the
+// forward also where a plain block cannot hold a tile's cols in registers (kInnerHold packs a
+// thread, kInnerThreads threads), the tiles are at most 4 per SM and the input kInnerSplitBytes
+// or more. Below that the split's ~25 us floor (mostly the fold launch's last-block folds)
+// loses to the tiles' clusters. H100, us tiles -> split (h100_study/session30_inner_split.txt):
+// forward float32 over dim 0 (65536, 64) 49.6 -> 31.6, (16384, 256) 43.5 -> 31.7 (32 tiles),
+// (4096, 1024) 34.1 -> 28.6 (128 tiles, 16 MB), (8192, 4096) 221 -> 154 (512 tiles), bfloat16
+// (4, 8192, 512) over dim 1 82.0 -> 59.9; bfloat16 (4096, 1024) (64 tiles, 8 MB) stays: 22.3
+// against 28.9. Backward float32 (65536, 64) 58.7 -> 41.5, bfloat16 (16384, 256) 31.1 -> 24.9,
+// but float32 (4096, 1024) 36.1 against 40.2, (8192, 4096) 205 against 243 and (4, 8192, 512)
+// 108 against 131.
+constexpr int64_t kInnerSplitBytes = int64_t{16} << 20;
+
+template <bool kBackward>
+bool inner_split_wanted(const InnerGeometry& g, int vec, int element_bytes, const ForcedStrategy& forced) {
+  if (forced.is("split")) return true;
+  if (forced.is("tiles")) return false;
+  const int64_t narrowest = std::max(1, 32 / (vec * element_bytes)), sms = sm_count();
+  const int64_t tiles = g.outer * ceil_div(ceil_div(g.inner, vec), narrowest);
+  if (tiles * 4 <= sms) return true;
+  if (kBackward || tiles > 4 * sms) return false;
+  const bool streamed = (kInnerThreads / narrowest) * int64_t{kInnerHold} < g.cols;
+  return streamed && g.outer * g.cols * g.inner * element_bytes >= kInnerSplitBytes;
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -565,8 +657,13 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
     const T* yp = out.const_data_ptr<T>();
     T* xp = grad_x.mutable_data_ptr<T>();
     if (g.inner > 1) {
+      const cuda::ForcedStrategy forced;
       auto launch = [&](auto vec) {
         constexpr int kVec = decltype(vec)::value;
+        if (cuda::inner_split_wanted<true>(g, kVec, sizeof(T), forced) &&
+            cuda::launch_inner_split<kVec>(cuda::SoftmaxBackwardInnerSplit<T, Acc, kVec>{gp, yp, xp}, g, grad, stream)) {
+          return;
+        }
         cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), stream, [](auto hold, auto cluster) {
           return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
         }, gp, yp, xp, g);
@@ -607,8 +704,13 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
     using Acc = at::opmath_type<In>;
     const In* xp = x.const_data_ptr<In>();
     Out* yp = y.mutable_data_ptr<Out>();
+    const cuda::ForcedStrategy forced;
     auto launch = [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
+      if (cuda::inner_split_wanted<false>(g, kVec, sizeof(In), forced) &&
+          cuda::launch_inner_split<kVec>(cuda::SoftmaxInnerSplit<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
+        return;
+      }
       cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), stream, [](auto hold, auto cluster) {
         return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
       }, xp, yp, g);

@@ -285,5 +285,41 @@ __global__ void __launch_bounds__(kInnerThreads)
   });
 }
 
+// The backward's split policy (row_norm.cuh's split inner-dim kernels): dot = sum(grad * out)
+// per column, then grad_x = out * (grad - dot).
+template <typename T, typename Acc, int kV>
+struct SoftmaxBackwardInnerSplit {
+  const T* grad;
+  const T* out;
+  T* gx;
+  using Stat = Acc;
+  using Factor = Acc;
+  struct Loaded {
+    Pack<T, kV> g, o;
+  };
+  __device__ static Stat identity() { return Acc(0); }
+  __device__ static Stat fold(Stat a, Stat b) { return a + b; }
+  __device__ Factor finish(Stat s) const { return s; }
+  __device__ Loaded load(int64_t at) const {
+    return {load_inner_pack<T, kV>(grad + at), load_inner_pack<T, kV>(out + at)};
+  }
+  template <int kN>
+  __device__ void add(Stat (&dot)[kV], const Loaded (&v)[kN], int n) const {
+#pragma unroll
+    for (int u = 0; u < kN; ++u) {
+      if (u < n) {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) dot[e] += widen<Acc>(v[u].g, e) * widen<Acc>(v[u].o, e);
+      }
+    }
+  }
+  __device__ void apply(const Factor (&dot)[kV], const Loaded& v, int64_t at) const {
+    Acc r[kV];
+#pragma unroll
+    for (int e = 0; e < kV; ++e) r[e] = widen<Acc>(v.o, e) * (widen<Acc>(v.g, e) - dot[e]);
+    store_pack<T, Acc, kV>(gx + at, r);
+  }
+};
+
 }  // namespace cuda
 }  // namespace reduce_ops
