@@ -103,18 +103,22 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         os.environ.pop(var, None)
     # Over a middle dim: plain tiles, then tiles on clusters (too few tiles for the GPU) with the
     # shares held in registers ((3000, 40): 4 blocks) and streamed ((1, 20000, 16): 8 blocks);
-    # then the split (fold, apply): one level of folds ((1, 3000, 40)), two ((1, 20000, 16)).
-    for strategy in ("tiles", "split"):
+    # then the split (fold, apply) with one level of last-block folds and with two (groups of 4
+    # segments).
+    for strategy, group in (("tiles", None), ("split", None), ("split", "4")):
         os.environ["REDUCE_OPS_STRATEGY"] = strategy
+        if group:
+            os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = group
         for shape in [(6, 50, 9), (1, 3000, 40), (1, 20000, 16)]:
             x = torch.randn(shape, device=dev, dtype=dtype)
             y = reduce_ops.softmax(x, 1)
-            check(f"softmax inner {strategy} {dtype} {shape}", y, torch.softmax(x.double(), 1), tol)
+            check(f"softmax inner {strategy} group={group} {dtype} {shape}", y, torch.softmax(x.double(), 1), tol)
             g = torch.randn_like(x)
             ref = torch.ops.aten._softmax_backward_data(g.double(), y.double(), 1, torch.float64)
-            check(f"softmax_backward inner {strategy} {dtype} {shape}", reduce_ops.softmax_backward(g, y, 1), ref,
-                  tol)
+            check(f"softmax_backward inner {strategy} group={group} {dtype} {shape}",
+                  reduce_ops.softmax_backward(g, y, 1), ref, tol)
     os.environ.pop("REDUCE_OPS_STRATEGY")
+    os.environ.pop("REDUCE_OPS_COLS_FOLD_GROUP", None)
     xo = torch.randn(16 * 301 + 1, device=dev, dtype=dtype)[1:].view(16, 301)
     check(f"softmax unaligned {dtype}", reduce_ops.softmax(xo, -1), torch.softmax(xo.double(), -1), tol)
 

@@ -90,13 +90,24 @@ def test_softmax_inner_dim_special_columns(device, dtype, cols, inner):
 
 # The inner-dim dispatcher's two ways, forced (REDUCE_OPS_STRATEGY): "tiles" (a block or a cluster
 # per tile, one launch) and "split" (a fold launch, then an apply launch; small shapes get a
-# segment per round of rows: (4096, 64) folds 16-64 segments in one level, (1, 70000, 16) 274 in
-# two, (5, 9000, 8) 9 segments of one-pack tiles).
+# segment per round of rows: (4096, 64) folds 32-64 segments, (1, 70000, 16) 137-547, (5, 9000, 8)
+# 9 of one-pack tiles), in one level of last-block folds or, "split-2-levels", two (groups of 4
+# segments, REDUCE_OPS_COLS_FOLD_GROUP).
+INNER_STRATEGIES = ["tiles", "split", "split-2-levels"]
+
+
+def force_inner_strategy(monkeypatch, strategy):
+    name, _, levels = strategy.partition("-")
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", name)
+    if levels:
+        monkeypatch.setenv("REDUCE_OPS_COLS_FOLD_GROUP", "4")
+
+
 @requires_cuda
-@pytest.mark.parametrize("strategy", ["tiles", "split"])
+@pytest.mark.parametrize("strategy", INNER_STRATEGIES)
 @pytest.mark.parametrize("shape,dim", INNER_CASES, ids=str)
 def test_softmax_inner_dims_every_cuda_strategy(monkeypatch, strategy, dtype, shape, dim):
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    force_inner_strategy(monkeypatch, strategy)
     x = make_input(shape, dtype, "cuda")
     first = check_softmax(x, dim)
     assert torch.equal(reduce_ops.softmax(x, dim), first)  # fixed fold order
@@ -106,11 +117,11 @@ def test_softmax_inner_dims_every_cuda_strategy(monkeypatch, strategy, dtype, sh
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", ["tiles", "split"])
+@pytest.mark.parametrize("strategy", INNER_STRATEGIES)
 @pytest.mark.parametrize("cols,inner", [(300, 64), (5000, 24), (7, 1000)], ids=str)
 def test_softmax_inner_dim_special_columns_every_cuda_strategy(monkeypatch, strategy, dtype, cols, inner):
     # As test_softmax_inner_dim_special_columns, forced: the split's folds of -inf and NaN pairs.
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
+    force_inner_strategy(monkeypatch, strategy)
     x = make_input((cols, inner), dtype, "cuda")
     special_rows(x.t())
     out = check_softmax(x, 0)

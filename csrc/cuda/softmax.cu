@@ -557,8 +557,8 @@ void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, cuda
 // REDUCE_OPS_INNER_SPLIT_TX, default kInnerSplitTx), the rest rows of threads; the cols cut into
 // segments of whole rounds (4 rows a thread, REDUCE_OPS_INNER_SPLIT_ROUNDS of them at least),
 // as many as one wave of `resident` blocks takes (small shapes: a round each, so tests see many
-// segments and two levels of folds). None where the folds need more counters than
-// zeroed_counters holds. H100 forward, us at 8 / 16 / 32 / 64 packs across (h100_study/session30_inner_split.txt):
+// segments). None where the folds need more counters than zeroed_counters holds. H100 forward,
+// us at 8 / 16 / 32 / 64 packs across (h100_study/session30_inner_split.txt):
 // float32 (16384, 256) over dim 0 30.1 / 30.5 / 35.7 / 37.1, bfloat16 (4096, 1024) 29.9 / 28.7 /
 // 38.9 / 34.4, (8192, 4096) 96.9 / 95.8 / 100.7 / 100.2, (65536, 64) 35.2 / 35.9 / 34.7 / 36.4;
 // two or four rounds a thread at least (fewer, longer segments) were as fast or slower.
