@@ -465,6 +465,21 @@ def force_row_strategy(monkeypatch, strategy):
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", hold)
 
 
+# The inner-dim (softmax over a middle dim) dispatcher's two ways, forced (REDUCE_OPS_STRATEGY):
+# "tiles" (a block or a cluster per tile, one launch) and "split" (a fold launch, then an apply
+# launch; small shapes get a segment per round of rows: (4096, 64) folds 32-64 segments,
+# (1, 70000, 16) 137-547, (5, 9000, 8) 9 of one-pack tiles), in one level of last-block folds
+# or, "split-2-levels", two (groups of 4 segments, REDUCE_OPS_COLS_FOLD_GROUP).
+INNER_STRATEGIES = ["tiles", "split", "split-2-levels"]
+
+
+def force_inner_strategy(monkeypatch, strategy):
+    name, _, levels = strategy.partition("-")
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", name)
+    if levels:
+        monkeypatch.setenv("REDUCE_OPS_COLS_FOLD_GROUP", "4")
+
+
 # Launches of exactly 48 KB of dynamic shared memory beside the kernels' static shared memory,
 # which must ask for more than the default 48 KB in all (launch.h's allow_smem): staged blocks of
 # 384 threads x 8 packs of 16 bytes (6000 packs: float32 24000, bfloat16 48000 columns), staged

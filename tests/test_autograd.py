@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import reduce_ops
-from conftest import ROW_STRATEGIES, SMEM_48_KB_CASES, force_row_strategy, make_input, requires_cuda
+from conftest import (INNER_STRATEGIES, ROW_STRATEGIES, SMEM_48_KB_CASES, force_inner_strategy, force_row_strategy,
+                      make_input, requires_cuda)
 
 F64 = torch.float64
 
@@ -147,16 +148,13 @@ def test_softmax_backward_matches_aten(device, dtype, shape, dim):
 
 
 @requires_cuda
-@pytest.mark.parametrize("strategy", ["tiles", "split", "split-2-levels"])
+@pytest.mark.parametrize("strategy", INNER_STRATEGIES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],
                          ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("shape,dim", [c for c in BACKWARD_SHAPES if c[1] not in (-1, len(c[0]) - 1)], ids=str)
 def test_softmax_backward_inner_dims_every_cuda_strategy(monkeypatch, strategy, dtype, shape, dim):
     # The inner-dim dispatcher's two ways, forced (test_softmax's ..._inner_dims_every_cuda_strategy).
-    name, _, levels = strategy.partition("-")
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", name)
-    if levels:
-        monkeypatch.setenv("REDUCE_OPS_COLS_FOLD_GROUP", "4")
+    force_inner_strategy(monkeypatch, strategy)
     test_softmax_backward_matches_aten("cuda", dtype, shape, dim)
     x = make_input(shape, dtype, "cuda")
     out, grad = torch.softmax(x, dim), make_input(shape, dtype, "cuda")

@@ -17,6 +17,7 @@ from conftest import (
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
+from conftest import INNER_STRATEGIES, force_inner_strategy  # noqa: E402
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
 from conftest import SMEM_48_KB_CASES, row_count, strided_tensors  # noqa: E402
 
@@ -86,21 +87,6 @@ def test_softmax_inner_dim_special_columns(device, dtype, cols, inner):
     out = check_softmax(x, 0)
     assert torch.isnan(out[:, 1]).all() and torch.isnan(out[:, 2]).all()
     assert not torch.isnan(out[:, [0] + list(range(4, inner))]).any()
-
-
-# The inner-dim dispatcher's two ways, forced (REDUCE_OPS_STRATEGY): "tiles" (a block or a cluster
-# per tile, one launch) and "split" (a fold launch, then an apply launch; small shapes get a
-# segment per round of rows: (4096, 64) folds 32-64 segments, (1, 70000, 16) 137-547, (5, 9000, 8)
-# 9 of one-pack tiles), in one level of last-block folds or, "split-2-levels", two (groups of 4
-# segments, REDUCE_OPS_COLS_FOLD_GROUP).
-INNER_STRATEGIES = ["tiles", "split", "split-2-levels"]
-
-
-def force_inner_strategy(monkeypatch, strategy):
-    name, _, levels = strategy.partition("-")
-    monkeypatch.setenv("REDUCE_OPS_STRATEGY", name)
-    if levels:
-        monkeypatch.setenv("REDUCE_OPS_COLS_FOLD_GROUP", "4")
 
 
 @requires_cuda

@@ -136,22 +136,34 @@ constexpr int kInnerMaxCluster = 16;
 constexpr int kInnerClusterTx = 32;
 constexpr int64_t kInnerClusterMinBytes = 16384;
 
-// REDUCE_OPS_INNER_CLUSTER and REDUCE_OPS_INNER_NARROWEST (developer knobs) lower max_cluster and
-// set the narrowest tile row.
+// The narrowest inner tile row, in packs of `vec` elements: 32 bytes (a sector), or
+// REDUCE_OPS_INNER_NARROWEST bytes (a developer knob).
+inline int inner_narrowest(int vec, int element_bytes) {
+  return static_cast<int>(std::max<int64_t>(1, env_positive("REDUCE_OPS_INNER_NARROWEST", 32) / (vec * element_bytes)));
+}
+
+// Rows of threads (a power of two) of inner-tile blocks `width` packs wide that hold the cols in
+// `hold` packs a thread when c blocks share them, or all that threads_max allows.
+inline int inner_rows_to_hold(const InnerGeometry& g, int width, int c, int hold, int threads_max) {
+  int y = 1;
+  while (width * y < threads_max && int64_t{c} * y * hold < g.cols) y *= 2;
+  return y;
+}
+
+// Whether a plain block (threads_max threads, the narrowest tile row) holds its tile's cols in
+// `hold` packs a thread: inner_tiles' held, without clusters.
+inline bool inner_held(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max) {
+  return int64_t{inner_rows_to_hold(g, inner_narrowest(vec, element_bytes), 1, hold, threads_max)} * hold >= g.cols;
+}
+
+// REDUCE_OPS_INNER_CLUSTER (a developer knob) lowers max_cluster.
 inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max,
                               int max_cluster) {
   const int64_t packs = ceil_div(g.inner, vec), enough = sm_count() * 4;
-  const int narrowest = static_cast<int>(
-      std::max<int64_t>(1, env_positive("REDUCE_OPS_INNER_NARROWEST", 32) / (vec * element_bytes)));
-  // Rows of threads (a power of two) of blocks `width` packs wide that hold the cols in `hold`
-  // packs a thread when c blocks share them, or all that threads_max allows.
-  auto rows_to_hold = [&](int width, int c) {
-    int y = 1;
-    while (width * y < threads_max && int64_t{c} * y * hold < g.cols) y *= 2;
-    return y;
-  };
+  const int narrowest = inner_narrowest(vec, element_bytes);
+  auto rows_to_hold = [&](int width, int c) { return inner_rows_to_hold(g, width, c, hold, threads_max); };
   int ty = rows_to_hold(narrowest, 1);
-  const bool held = ty * static_cast<int64_t>(hold) >= g.cols;
+  const bool held = int64_t{ty} * hold >= g.cols;  // inner_held
   if (!held) {
     ty = 1;
     while (ty * narrowest < 256 && ty * 16 < g.cols) ty *= 2;

@@ -1000,6 +1000,20 @@ struct TileShare {
   }
 };
 
+// A thread's place in tile t (tiles_per_outer tiles of blockDim.x packs of kV columns an outer
+// index): its first column i, its element offset at col 0 (o * cols * inner + i), and whether it
+// has columns (inner is a multiple of kV).
+struct InnerTileItem {
+  int64_t i, base;
+  bool active;
+
+  template <int kV>
+  __device__ __forceinline__ static InnerTileItem of(const InnerGeometry& g, int64_t t, int64_t tiles_per_outer) {
+    const int64_t i = (t % tiles_per_outer) * (blockDim.x * kV) + threadIdx.x * kV;
+    return {i, (t / tiles_per_outer) * g.cols * g.inner + i, i < g.inner};
+  }
+};
+
 // Runs tile(t) for the tiles t of this block (of its cluster where kCluster: every block of a
 // cluster runs the same tiles, and so meets the same cluster barriers), then, in a cluster,
 // waits for the cluster's blocks: their last reads of this block's slots.
@@ -1010,29 +1024,80 @@ __device__ __forceinline__ void for_each_tile(int64_t tiles, Tile tile) {
   if constexpr (kCluster) cluster_barrier(false);
 }
 
+// Softmax over a middle dim as a policy of the split kernels (below, with the interface) and of
+// the tiles (load, finish and apply): the online (max, sum of exp(x - max)) pair per column as
+// Stat, as the streamed tiles'; the factor is (exp offset of the max, 1 / sum).
+template <typename In, typename Out, typename Acc, int kV>
+struct SoftmaxInner {
+  const In* x;
+  Out* y;
+  using Stat = RowPartial<Acc>;
+  struct Factor {
+    Acc offset, inv_sum;
+  };
+  using Loaded = Pack<In, kV>;
+  __device__ static Stat identity() { return OnlineSoftmaxOp<Acc>::identity(); }
+  __device__ static Stat fold(const Stat& a, const Stat& b) { return OnlineSoftmaxOp<Acc>()(a, b); }
+  __device__ Factor finish(const Stat& s) const {
+    return {exp_offset(s.max), Acc(1) / s.sum};  // an all -inf column: NaN, as torch
+  }
+  __device__ Loaded load(int64_t at) const { return load_inner_pack<In, kV>(x + at); }
+  // The round's max first, one rescaling of the sum where it rose, then one exp a value. The
+  // online pair a value at a time (online_add) took ~53 instructions an element: H100, bfloat16
+  // 65536 x 64 over dim 0, fold launch 6.9M -> 3.7M warp instructions, 34.8 -> 31.9 us (ncu,
+  // h100_study/session30_inner_split.txt).
+  template <int kN>
+  __device__ void add(Stat (&s)[kV], const Loaded (&v)[kN], int n) const {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      Acc m = s[e].max;
+#pragma unroll
+      for (int u = 0; u < kN; ++u) {
+        if (u < n) m = MaxOp<Acc>()(m, widen<Acc>(v[u], e));
+      }
+      if (!(m == s[e].max)) {
+        s[e].sum = rescaled_sum(s[e].sum, s[e].max, m);
+        s[e].max = m;
+      }
+      if (m == -std::numeric_limits<Acc>::infinity()) continue;  // only -inf so far: exp 0
+      const Acc c = exp_offset(m);
+#pragma unroll
+      for (int u = 0; u < kN; ++u) {
+        if (u < n) s[e].sum += offset_exp(widen<Acc>(v[u], e), c);
+      }
+    }
+  }
+  __device__ void apply(const Factor (&f)[kV], const Loaded& v, int64_t at) const {
+    Acc o[kV];
+#pragma unroll
+    for (int e = 0; e < kV; ++e) o[e] = offset_exp(widen<Acc>(v, e), f[e].offset) * f[e].inv_sum;
+    store_pack<Out, Acc, kV>(y + at, o);
+  }
+};
+
 // Softmax over the middle dim (tiles above). Held shares: the max, its combine, the sum of
 // exp(x - max), its combine, the writes from registers. Streamed shares: an online (max, sum)
 // fold, its combine, then a second read for the writes.
 template <typename In, typename Out, typename Acc, int kV, int kHold, bool kCluster>
 __global__ void __launch_bounds__(kInnerThreads)
     softmax_inner_kernel(const In* __restrict__ x, Out* __restrict__ y, InnerGeometry g, int64_t tiles_per_outer) {
+  using Policy = SoftmaxInner<In, Out, Acc, kV>;
   __shared__ TileScratch<std::conditional_t<(kHold > 0), Acc, RowPartial<Acc>>, kV, kCluster> s;
+  const Policy policy{x, y};
   const TileShare share = TileShare::of<kCluster>(g.cols);
   int phase = 0;
   for_each_tile<kCluster>(g.outer * tiles_per_outer, [&](int64_t t) {
-    const int64_t i = (t % tiles_per_outer) * (blockDim.x * kV) + threadIdx.x * kV;
-    const bool active = i < g.inner;  // inner is a multiple of kV
-    const In* xc = x + (t / tiles_per_outer) * g.cols * g.inner + i;
-    Out* yc = y + (t / tiles_per_outer) * g.cols * g.inner + i;
-    auto get = [&](int64_t k) { return load_inner_pack<In, kV>(xc + k * g.inner); };
+    const InnerTileItem it = InnerTileItem::of<kV>(g, t, tiles_per_outer);
+    const bool active = it.active;
+    auto get = [&](int64_t k) { return policy.load(it.base + k * g.inner); };
     Pack<In, kV> held[kHold > 0 ? kHold : 1];
-    Acc offset[kV], inv_sum[kV];
+    typename Policy::Factor f[kV];
     if constexpr (kHold > 0) {
       // The columns' max (combined over the tile), then their sum of exp(x - max) (again): one
       // exp a value and no rescaling. The online pairs' rescaling diverged often over 8 values
       // and their tree took two exps a value a level (bfloat16 32 x 1024 x 1024 over dim 1: 30%
       // of copy).
-      Acc m[kV], sum[kV];
+      Acc m[kV], sum[kV], offset[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
         m[e] = MaxOp<Acc>::identity();
@@ -1057,11 +1122,11 @@ __global__ void __launch_bounds__(kInnerThreads)
       combine_tile(sum, s, phase, SumOp<Acc>());
       if (!active) return;
 #pragma unroll
-      for (int e = 0; e < kV; ++e) inv_sum[e] = Acc(1) / sum[e];  // an all -inf column: NaN, as torch
+      for (int e = 0; e < kV; ++e) f[e] = {offset[e], Acc(1) / sum[e]};  // an all -inf column: NaN, as torch
     } else {
       RowPartial<Acc> p[kV];
 #pragma unroll
-      for (int e = 0; e < kV; ++e) p[e] = OnlineSoftmaxOp<Acc>::identity();
+      for (int e = 0; e < kV; ++e) p[e] = Policy::identity();
       if (active) {
         share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
@@ -1071,17 +1136,9 @@ __global__ void __launch_bounds__(kInnerThreads)
       combine_tile(p, s, phase, OnlineSoftmaxOp<Acc>());
       if (!active) return;
 #pragma unroll
-      for (int e = 0; e < kV; ++e) {
-        offset[e] = exp_offset(p[e].max);
-        inv_sum[e] = Acc(1) / p[e].sum;
-      }
+      for (int e = 0; e < kV; ++e) f[e] = policy.finish(p[e]);
     }
-    share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t k) {
-      Acc o[kV];
-#pragma unroll
-      for (int e = 0; e < kV; ++e) o[e] = offset_exp(widen<Acc>(v, e), offset[e]) * inv_sum[e];
-      store_pack<Out, Acc, kV>(yc + k * g.inner, o);
-    });
+    share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t k) { policy.apply(f, v, it.base + k * g.inner); });
   });
 }
 
@@ -1097,7 +1154,13 @@ __global__ void __launch_bounds__(kInnerThreads)
 //                             factor (P::finish) to `factors`;
 //   inner_split_apply_kernel  writes each element from its column's factor.
 // Two reads (the second from L2 where the input fits: 50 MB on the H100), one write, and the
-// whole GPU busy however few the columns.
+// whole GPU busy however few the columns. Tried and dropped (h100_study/session31_split_clusters.txt):
+// the fold launch on clusters of 4-16 blocks, each cluster combining its segments through
+// distributed shared memory into one partial row, no counters, and each apply block folding its
+// tile's partial rows. Slower everywhere (bfloat16 65536 x 64 over dim 0: 34.8 -> 43.5 us at 8
+// blocks, 38.7 at 4): the fold launch took as long as with the last-block folds (ncu 30.9 against
+// 31.9 us; torch's own sum over dim 0 of those 8 MB takes 29.3 there), and the apply launch's
+// fold of the partials added 8-10 us (128 registers a thread, the loads waiting for it).
 //
 // A policy P (kV columns a thread) gives Stat (a column's running statistic), static identity()
 // and fold(Stat, Stat), Factor and finish(Stat), Loaded and load(offset) (the input packs at
@@ -1189,56 +1252,6 @@ __global__ void __launch_bounds__(kInnerSplitThreads)
                      [&](const typename P::Loaded& v, int64_t k) { p.apply(f, v, it.base + k * a.inner); });
   }
 }
-
-// Softmax's split policy: the online (max, sum of exp(x - max)) pair per column, as the streamed
-// tiles'; the factor is (exp offset of the max, 1 / sum).
-template <typename In, typename Out, typename Acc, int kV>
-struct SoftmaxInnerSplit {
-  const In* x;
-  Out* y;
-  using Stat = RowPartial<Acc>;
-  struct Factor {
-    Acc offset, inv_sum;
-  };
-  using Loaded = Pack<In, kV>;
-  __device__ static Stat identity() { return OnlineSoftmaxOp<Acc>::identity(); }
-  __device__ static Stat fold(const Stat& a, const Stat& b) { return OnlineSoftmaxOp<Acc>()(a, b); }
-  __device__ Factor finish(const Stat& s) const {
-    return {exp_offset(s.max), Acc(1) / s.sum};  // an all -inf column: NaN, as torch
-  }
-  __device__ Loaded load(int64_t at) const { return load_inner_pack<In, kV>(x + at); }
-  // The round's max first, one rescaling of the sum where it rose, then one exp a value. The
-  // online pair a value at a time (online_add) took ~53 instructions an element: H100, bfloat16
-  // 65536 x 64 over dim 0, fold launch 6.9M -> 3.7M warp instructions, 34.8 -> 31.9 us (ncu;
-  // the rest is its last-block folds, h100_study/session30_inner_split.txt).
-  template <int kN>
-  __device__ void add(Stat (&s)[kV], const Loaded (&v)[kN], int n) const {
-#pragma unroll
-    for (int e = 0; e < kV; ++e) {
-      Acc m = s[e].max;
-#pragma unroll
-      for (int u = 0; u < kN; ++u) {
-        if (u < n) m = MaxOp<Acc>()(m, widen<Acc>(v[u], e));
-      }
-      if (!(m == s[e].max)) {
-        s[e].sum = rescaled_sum(s[e].sum, s[e].max, m);
-        s[e].max = m;
-      }
-      if (m == -std::numeric_limits<Acc>::infinity()) continue;  // only -inf so far: exp 0
-      const Acc c = exp_offset(m);
-#pragma unroll
-      for (int u = 0; u < kN; ++u) {
-        if (u < n) s[e].sum += offset_exp(widen<Acc>(v[u], e), c);
-      }
-    }
-  }
-  __device__ void apply(const Factor (&f)[kV], const Loaded& v, int64_t at) const {
-    Acc o[kV];
-#pragma unroll
-    for (int e = 0; e < kV; ++e) o[e] = offset_exp(widen<Acc>(v, e), f[e].offset) * f[e].inv_sum;
-    store_pack<Out, Acc, kV>(y + at, o);
-  }
-};
 
 }  // namespace cuda
 }  // namespace reduce_ops

@@ -635,12 +635,12 @@ template <bool kBackward>
 bool inner_split_wanted(const InnerGeometry& g, int vec, int element_bytes, const ForcedStrategy& forced) {
   if (forced.is("split")) return true;
   if (forced.is("tiles")) return false;
-  const int64_t narrowest = std::max(1, 32 / (vec * element_bytes)), sms = sm_count();
-  const int64_t tiles = g.outer * ceil_div(ceil_div(g.inner, vec), narrowest);
+  const int64_t sms = sm_count();
+  const int64_t tiles = g.outer * ceil_div(ceil_div(g.inner, vec), inner_narrowest(vec, element_bytes));
   if (tiles * 4 <= sms) return true;
   if (kBackward || tiles > 4 * sms) return false;
-  const bool streamed = (kInnerThreads / narrowest) * int64_t{kInnerHold} < g.cols;
-  return streamed && g.outer * g.cols * g.inner * element_bytes >= kInnerSplitBytes;
+  return !inner_held(g, vec, element_bytes, kInnerHold, kInnerThreads) &&
+         g.outer * g.cols * g.inner * element_bytes >= kInnerSplitBytes;
 }
 
 }  // namespace
@@ -661,7 +661,7 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
       auto launch = [&](auto vec) {
         constexpr int kVec = decltype(vec)::value;
         if (cuda::inner_split_wanted<true>(g, kVec, sizeof(T), forced) &&
-            cuda::launch_inner_split<kVec>(cuda::SoftmaxBackwardInnerSplit<T, Acc, kVec>{gp, yp, xp}, g, grad, stream)) {
+            cuda::launch_inner_split<kVec>(cuda::SoftmaxBackwardInner<T, Acc, kVec>{gp, yp, xp}, g, grad, stream)) {
           return;
         }
         cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), stream, [](auto hold, auto cluster) {
@@ -708,7 +708,7 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
     auto launch = [&](auto vec) {
       constexpr int kVec = decltype(vec)::value;
       if (cuda::inner_split_wanted<false>(g, kVec, sizeof(In), forced) &&
-          cuda::launch_inner_split<kVec>(cuda::SoftmaxInnerSplit<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
+          cuda::launch_inner_split<kVec>(cuda::SoftmaxInner<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
         return;
       }
       cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), stream, [](auto hold, auto cluster) {

@@ -243,52 +243,11 @@ __global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const 
   }
 }
 
-// The backward over the middle dim, on row_norm.cuh's inner-dim tiles: dot = sum(grad * out)
-// per column (each thread's share in order, then combine_tile), then grad_x = out * (grad - dot),
-// from registers when kHold > 0.
-template <typename T, typename Acc, int kV, int kHold, bool kCluster>
-__global__ void __launch_bounds__(kInnerThreads)
-    softmax_backward_inner_kernel(const T* __restrict__ grad, const T* __restrict__ out, T* __restrict__ gx,
-                                  InnerGeometry g, int64_t tiles_per_outer) {
-  __shared__ TileScratch<Acc, kV, kCluster> s;
-  struct Packs {
-    Pack<T, kV> g, o;
-  };
-  const TileShare share = TileShare::of<kCluster>(g.cols);
-  int phase = 0;
-  for_each_tile<kCluster>(g.outer * tiles_per_outer, [&](int64_t t) {
-    const int64_t i = (t % tiles_per_outer) * (blockDim.x * kV) + threadIdx.x * kV;
-    const bool active = i < g.inner;  // inner is a multiple of kV
-    const int64_t base = (t / tiles_per_outer) * g.cols * g.inner + i;
-    auto get = [&](int64_t k) {
-      return Packs{load_inner_pack<T, kV>(grad + base + k * g.inner), load_inner_pack<T, kV>(out + base + k * g.inner)};
-    };
-    Acc dot[kV];
-#pragma unroll
-    for (int e = 0; e < kV; ++e) dot[e] = Acc(0);
-    Packs held[kHold > 0 ? kHold : 1];
-    if (active) {
-      if constexpr (kHold > 0) share.load(held, get);
-      share.each<kHold>(held, get, [&](const Packs& v, int64_t) {
-#pragma unroll
-        for (int e = 0; e < kV; ++e) dot[e] += widen<Acc>(v.g, e) * widen<Acc>(v.o, e);
-      });
-    }
-    combine_tile(dot, s, phase, SumOp<Acc>());
-    if (!active) return;
-    share.each<kHold>(held, get, [&](const Packs& v, int64_t k) {
-      Acc r[kV];
-#pragma unroll
-      for (int e = 0; e < kV; ++e) r[e] = widen<Acc>(v.o, e) * (widen<Acc>(v.g, e) - dot[e]);
-      store_pack<T, Acc, kV>(gx + base + k * g.inner, r);
-    });
-  });
-}
-
-// The backward's split policy (row_norm.cuh's split inner-dim kernels): dot = sum(grad * out)
-// per column, then grad_x = out * (grad - dot).
+// The backward over the middle dim as a policy of row_norm.cuh's split inner-dim kernels (its
+// interface there) and of the tiles below (load, add and apply): dot = sum(grad * out) per column,
+// then grad_x = out * (grad - dot).
 template <typename T, typename Acc, int kV>
-struct SoftmaxBackwardInnerSplit {
+struct SoftmaxBackwardInner {
   const T* grad;
   const T* out;
   T* gx;
@@ -320,6 +279,39 @@ struct SoftmaxBackwardInnerSplit {
     store_pack<T, Acc, kV>(gx + at, r);
   }
 };
+
+// The backward over the middle dim, on row_norm.cuh's inner-dim tiles: each thread's share of
+// the dot in order, then combine_tile, then the writes, from registers when kHold > 0.
+template <typename T, typename Acc, int kV, int kHold, bool kCluster>
+__global__ void __launch_bounds__(kInnerThreads)
+    softmax_backward_inner_kernel(const T* __restrict__ grad, const T* __restrict__ out, T* __restrict__ gx,
+                                  InnerGeometry g, int64_t tiles_per_outer) {
+  using Policy = SoftmaxBackwardInner<T, Acc, kV>;
+  using Loaded = typename Policy::Loaded;
+  __shared__ TileScratch<Acc, kV, kCluster> s;
+  const Policy policy{grad, out, gx};
+  const TileShare share = TileShare::of<kCluster>(g.cols);
+  int phase = 0;
+  for_each_tile<kCluster>(g.outer * tiles_per_outer, [&](int64_t t) {
+    const InnerTileItem it = InnerTileItem::of<kV>(g, t, tiles_per_outer);
+    const bool active = it.active;
+    auto get = [&](int64_t k) { return policy.load(it.base + k * g.inner); };
+    Acc dot[kV];
+#pragma unroll
+    for (int e = 0; e < kV; ++e) dot[e] = Policy::identity();
+    Loaded held[kHold > 0 ? kHold : 1];
+    if (active) {
+      if constexpr (kHold > 0) share.load(held, get);
+      share.each<kHold>(held, get, [&](const Loaded& v, int64_t) {
+        const Loaded one[1] = {v};
+        policy.add(dot, one, 1);
+      });
+    }
+    combine_tile(dot, s, phase, SumOp<Acc>());
+    if (!active) return;
+    share.each<kHold>(held, get, [&](const Loaded& v, int64_t k) { policy.apply(dot, v, it.base + k * g.inner); });
+  });
+}
 
 }  // namespace cuda
 }  // namespace reduce_ops
