@@ -1014,13 +1014,16 @@ struct InnerTileItem {
   }
 };
 
-// Runs tile(t) for the tiles t of this block (of its cluster where kCluster: every block of a
-// cluster runs the same tiles, and so meets the same cluster barriers), then, in a cluster,
-// waits for the cluster's blocks: their last reads of this block's slots.
-template <bool kCluster, typename Tile>
-__device__ __forceinline__ void for_each_tile(int64_t tiles, Tile tile) {
-  const int64_t blocks = kCluster ? cluster_blocks() : 1;
-  for (int64_t t = blockIdx.x / blocks; t < tiles; t += gridDim.x / blocks) tile(t);
+// Runs tile(it) for the tiles of this block, `it` the thread's place in each (of its cluster
+// where kCluster: every block of a cluster runs the same tiles, and so meets the same cluster
+// barriers), then, in a cluster, waits for the cluster's blocks: their last reads of this block's
+// slots.
+template <bool kCluster, int kV, typename Tile>
+__device__ __forceinline__ void for_each_tile(const InnerGeometry& g, int64_t tiles_per_outer, Tile tile) {
+  const int64_t blocks = kCluster ? cluster_blocks() : 1, tiles = g.outer * tiles_per_outer;
+  for (int64_t t = blockIdx.x / blocks; t < tiles; t += gridDim.x / blocks) {
+    tile(InnerTileItem::of<kV>(g, t, tiles_per_outer));
+  }
   if constexpr (kCluster) cluster_barrier(false);
 }
 
@@ -1086,9 +1089,7 @@ __global__ void __launch_bounds__(kInnerThreads)
   const Policy policy{x, y};
   const TileShare share = TileShare::of<kCluster>(g.cols);
   int phase = 0;
-  for_each_tile<kCluster>(g.outer * tiles_per_outer, [&](int64_t t) {
-    const InnerTileItem it = InnerTileItem::of<kV>(g, t, tiles_per_outer);
-    const bool active = it.active;
+  for_each_tile<kCluster, kV>(g, tiles_per_outer, [&](const InnerTileItem& it) {
     auto get = [&](int64_t k) { return policy.load(it.base + k * g.inner); };
     Pack<In, kV> held[kHold > 0 ? kHold : 1];
     typename Policy::Factor f[kV];
@@ -1103,7 +1104,7 @@ __global__ void __launch_bounds__(kInnerThreads)
         m[e] = MaxOp<Acc>::identity();
         sum[e] = Acc(0);
       }
-      if (active) {
+      if (it.active) {
         share.load(held, get);
         share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
@@ -1113,28 +1114,28 @@ __global__ void __launch_bounds__(kInnerThreads)
       combine_tile(m, s, phase, MaxOp<Acc>());
 #pragma unroll
       for (int e = 0; e < kV; ++e) offset[e] = exp_offset(m[e]);
-      if (active) {
+      if (it.active) {
         share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
           for (int e = 0; e < kV; ++e) sum[e] += offset_exp(widen<Acc>(v, e), offset[e]);
         });
       }
       combine_tile(sum, s, phase, SumOp<Acc>());
-      if (!active) return;
+      if (!it.active) return;
 #pragma unroll
       for (int e = 0; e < kV; ++e) f[e] = {offset[e], Acc(1) / sum[e]};  // an all -inf column: NaN, as torch
     } else {
       RowPartial<Acc> p[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) p[e] = Policy::identity();
-      if (active) {
+      if (it.active) {
         share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
           for (int e = 0; e < kV; ++e) online_add(p[e], widen<Acc>(v, e));
         });
       }
       combine_tile(p, s, phase, OnlineSoftmaxOp<Acc>());
-      if (!active) return;
+      if (!it.active) return;
 #pragma unroll
       for (int e = 0; e < kV; ++e) f[e] = policy.finish(p[e]);
     }

@@ -292,15 +292,13 @@ __global__ void __launch_bounds__(kInnerThreads)
   const Policy policy{grad, out, gx};
   const TileShare share = TileShare::of<kCluster>(g.cols);
   int phase = 0;
-  for_each_tile<kCluster>(g.outer * tiles_per_outer, [&](int64_t t) {
-    const InnerTileItem it = InnerTileItem::of<kV>(g, t, tiles_per_outer);
-    const bool active = it.active;
+  for_each_tile<kCluster, kV>(g, tiles_per_outer, [&](const InnerTileItem& it) {
     auto get = [&](int64_t k) { return policy.load(it.base + k * g.inner); };
     Acc dot[kV];
 #pragma unroll
     for (int e = 0; e < kV; ++e) dot[e] = Policy::identity();
     Loaded held[kHold > 0 ? kHold : 1];
-    if (active) {
+    if (it.active) {
       if constexpr (kHold > 0) share.load(held, get);
       share.each<kHold>(held, get, [&](const Loaded& v, int64_t) {
         const Loaded one[1] = {v};
@@ -308,7 +306,7 @@ __global__ void __launch_bounds__(kInnerThreads)
       });
     }
     combine_tile(dot, s, phase, SumOp<Acc>());
-    if (!active) return;
+    if (!it.active) return;
     share.each<kHold>(held, get, [&](const Loaded& v, int64_t k) { policy.apply(dot, v, it.base + k * g.inner); });
   });
 }
