@@ -130,6 +130,19 @@ constexpr bool kPackedMinMax = false;
 #else
 constexpr bool kPackedMinMax = true;
 #endif
+// Packed 16-bit max (kMax: NaN-propagating) or min (NaN skipped, as fmin) of two words, each
+// half one value: bfloat16x2 or half2.
+template <typename In, bool kMax>
+__device__ __forceinline__ uint32_t packed_extreme(uint32_t a, uint32_t b) {
+  constexpr bool kBf16 = std::is_same_v<In, c10::BFloat16>;
+  uint32_t r;
+  if constexpr (kMax && kBf16) asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else if constexpr (kMax) asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else if constexpr (kBf16) asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else asm("min.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 template <typename In, typename Acc, typename Policy>
 struct MaxFold {
   static constexpr bool kPacked = kPackedMinMax && std::is_same_v<Acc, float> &&
@@ -163,12 +176,8 @@ struct MaxFold {
 #pragma unroll
       for (int i = 0; i < PackWords<In, kVec>::kWords; ++i) {
         const uint32_t key = Policy::kAbsKey ? p.w[i] & 0x7fff7fffu : p.w[i];  // |x|: sign bits off
-        if constexpr (kBf16) asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(pm) : "r"(pm), "r"(key));
-        else asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(pm) : "r"(pm), "r"(key));
-        if constexpr (Policy::kNeedsSum) {
-          if constexpr (kBf16) asm("min.bf16x2 %0, %1, %2;" : "=r"(plo) : "r"(plo), "r"(p.w[i]));
-          else asm("min.f16x2 %0, %1, %2;" : "=r"(plo) : "r"(plo), "r"(p.w[i]));
-        }
+        pm = packed_extreme<In, true>(pm, key);
+        if constexpr (Policy::kNeedsSum) plo = packed_extreme<In, false>(plo, p.w[i]);
       }
     } else {
 #pragma unroll
@@ -878,17 +887,6 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
 constexpr int kInnerThreads = 512;
 constexpr int kInnerHold = 8;
 
-// Adds one value to a thread's online (max, sum of exp(x - max)) pair.
-template <typename Acc>
-__device__ __forceinline__ void online_add(RowPartial<Acc>& p, Acc v) {
-  const Acc m = MaxOp<Acc>()(p.max, v);
-  if (!(m == p.max)) {
-    p.sum = rescaled_sum(p.sum, p.max, m);
-    p.max = m;
-  }
-  if (p.max != -std::numeric_limits<Acc>::infinity()) p.sum += offset_exp(v, exp_offset(p.max));
-}
-
 // Shared memory of an inner-dim kernel combining values of type T, kV per thread: `part` for the
 // tree over a block's rows of threads and, in clusters, two slots for the block's combined
 // values, which the cluster's blocks read (used in turn: see combine_tile).
@@ -998,6 +996,24 @@ struct TileShare {
       for (; k < cols; k += step) use(get(k), k);
     }
   }
+
+  // round(v) for the share's rows four at a time (their loads in flight together), v[u] = get(k)
+  // for rows k, k + step, ..., the last round padded with `absent` past the share (a count of
+  // the rows present cost the adds a predicate an element).
+  template <typename P, typename Get, typename Round>
+  __device__ __forceinline__ void rounds(Get get, const P& absent, Round round) const {
+    for (int64_t k = first; k < cols; k += 4 * step) {
+      P v[4];
+      if (k + 3 * step < cols) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = get(k + u * step);
+      } else {
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = k + u * step < cols ? get(k + u * step) : absent;
+      }
+      round(v);
+    }
+  }
 };
 
 // A thread's place in tile t (tiles_per_outer tiles of blockDim.x packs of kV columns an outer
@@ -1027,6 +1043,44 @@ __device__ __forceinline__ void for_each_tile(const InnerGeometry& g, int64_t ti
   if constexpr (kCluster) cluster_barrier(false);
 }
 
+// Each of a thread's kV columns' max (NaN if any) and min (NaN skipped) over a round of kN packs
+// of rows: 16-bit packs two columns a word and instruction (packed_extreme).
+template <typename In, typename Acc, int kV, int kN>
+__device__ __forceinline__ void column_range(const Pack<In, kV> (&v)[kN], Acc (&hi)[kV], Acc (&lo)[kV]) {
+  if constexpr (kPackedMinMax && std::is_same_v<Acc, float> && sizeof(In) == 2 && kV % 2 == 0) {
+    constexpr int kWords = kV / 2;
+    uint32_t mx[kWords], mn[kWords];
+    memcpy(mx, &v[0], sizeof(mx));
+    memcpy(mn, &v[0], sizeof(mn));
+#pragma unroll
+    for (int u = 1; u < kN; ++u) {
+      uint32_t w[kWords];
+      memcpy(w, &v[u], sizeof(w));
+#pragma unroll
+      for (int i = 0; i < kWords; ++i) {
+        mx[i] = packed_extreme<In, true>(mx[i], w[i]);
+        mn[i] = packed_extreme<In, false>(mn[i], w[i]);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      hi[e] = widen_element<In, Acc, kWords>(mx, e);
+      lo[e] = widen_element<In, Acc, kWords>(mn, e);
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      hi[e] = lo[e] = widen<Acc>(v[0], e);
+#pragma unroll
+      for (int u = 1; u < kN; ++u) {
+        const Acc x = widen<Acc>(v[u], e);
+        hi[e] = MaxOp<Acc>()(hi[e], x);
+        lo[e] = fmin(lo[e], x);
+      }
+    }
+  }
+}
+
 // Softmax over a middle dim as a policy of the split kernels (below, with the interface) and of
 // the tiles (load, finish and apply): the online (max, sum of exp(x - max)) pair per column as
 // Stat, as the streamed tiles'; the factor is (exp offset of the max, 1 / sum).
@@ -1045,30 +1099,49 @@ struct SoftmaxInner {
     return {exp_offset(s.max), Acc(1) / s.sum};  // an all -inf column: NaN, as torch
   }
   __device__ Loaded load(int64_t at) const { return load_inner_pack<In, kV>(x + at); }
-  // The round's max first, one rescaling of the sum where it rose, then one exp a value. The
-  // online pair a value at a time (online_add) took ~53 instructions an element: H100, bfloat16
-  // 65536 x 64 over dim 0, fold launch 6.9M -> 3.7M warp instructions, 34.8 -> 31.9 us (ncu,
-  // h100_study/session30_inner_split.txt).
+  // A row that adds nothing (a short last round's padding): -inf, whose exp is 0.
+  __device__ static Loaded absent() {
+    Loaded v;
+#pragma unroll
+    for (int e = 0; e < kV; ++e) v.v[e] = static_cast<In>(-std::numeric_limits<Acc>::infinity());
+    return v;
+  }
+  // The round's max and min first (16-bit packs two columns per instruction), one rescaling of
+  // the sum where the max rose, then one exp a value: the ex2 unit alone where every column's
+  // exps are normal (with_exp_mode). The online pair a value at a time took ~53 instructions an
+  // element: H100, bfloat16 65536 x 64 over dim 0, fold launch 6.9M -> 3.7M warp instructions,
+  // 34.8 -> 31.9 us (ncu, h100_study/session30_inner_split.txt). Packed max and min, the exp
+  // modes and whole rounds (no count of rows present, a predicate an element): fold launch
+  // 25.6 -> 23.7 us, (1048576, 64) 83.0 -> 76.0; float32 unchanged (torch.profiler,
+  // h100_study/session32_split_fold.txt).
   template <int kN>
-  __device__ void add(Stat (&s)[kV], const Loaded (&v)[kN], int n) const {
+  __device__ void add(Stat (&s)[kV], const Loaded (&v)[kN]) const {
+    Acc hi[kV], lo[kV];
+    column_range(v, hi, lo);
+    bool normal = true;
+    Acc c[kV];
 #pragma unroll
     for (int e = 0; e < kV; ++e) {
-      Acc m = s[e].max;
-#pragma unroll
-      for (int u = 0; u < kN; ++u) {
-        if (u < n) m = MaxOp<Acc>()(m, widen<Acc>(v[u], e));
-      }
+      const Acc m = MaxOp<Acc>()(s[e].max, hi[e]);
       if (!(m == s[e].max)) {
         s[e].sum = rescaled_sum(s[e].sum, s[e].max, m);
         s[e].max = m;
       }
-      if (m == -std::numeric_limits<Acc>::infinity()) continue;  // only -inf so far: exp 0
-      const Acc c = exp_offset(m);
-#pragma unroll
-      for (int u = 0; u < kN; ++u) {
-        if (u < n) s[e].sum += offset_exp(widen<Acc>(v[u], e), c);
-      }
+      normal = normal && SoftmaxPolicy<Acc>::exp_is_normal(lo[e], m);
+      c[e] = exp_offset(m);
     }
+    with_exp_mode(normal, [&](auto is_normal) {
+      constexpr bool kNormal = decltype(is_normal)::value;
+#pragma unroll
+      for (int e = 0; e < kV; ++e) {
+        if (!kNormal && s[e].max == -std::numeric_limits<Acc>::infinity()) continue;  // only -inf so far: exp 0
+#pragma unroll
+        for (int u = 0; u < kN; ++u) {
+          const Acc x = widen<Acc>(v[u], e);
+          s[e].sum += kNormal ? normal_offset_exp(x, c[e]) : offset_exp(x, c[e]);
+        }
+      }
+    });
   }
   __device__ void apply(const Factor (&f)[kV], const Loaded& v, int64_t at) const {
     Acc o[kV];
@@ -1128,12 +1201,7 @@ __global__ void __launch_bounds__(kInnerThreads)
       RowPartial<Acc> p[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) p[e] = Policy::identity();
-      if (it.active) {
-        share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
-#pragma unroll
-          for (int e = 0; e < kV; ++e) online_add(p[e], widen<Acc>(v, e));
-        });
-      }
+      if (it.active) share.rounds(get, Policy::absent(), [&](const Pack<In, kV> (&v)[4]) { policy.add(p, v); });
       combine_tile(p, s, phase, OnlineSoftmaxOp<Acc>());
       if (!it.active) return;
 #pragma unroll
@@ -1165,8 +1233,8 @@ __global__ void __launch_bounds__(kInnerThreads)
 //
 // A policy P (kV columns a thread) gives Stat (a column's running statistic), static identity()
 // and fold(Stat, Stat), Factor and finish(Stat), Loaded and load(offset) (the input packs at
-// element offset o * cols * inner + k * inner + i), add(Stat (&)[kV], const Loaded (&)[4], n)
-// (adds the first n of a round of rows) and apply(const Factor (&)[kV], Loaded, offset) (writes
+// element offset o * cols * inner + k * inner + i), absent() (a row that adds nothing),
+// add(Stat (&)[kV], const Loaded (&)[kN]) (adds a round of rows) and apply(const Factor (&)[kV], Loaded, offset) (writes
 // the outputs there).
 constexpr int kInnerSplitThreads = 256;
 
@@ -1215,17 +1283,9 @@ __global__ void __launch_bounds__(kInnerSplitThreads)
 #pragma unroll
     for (int e = 0; e < kV; ++e) acc[e] = P::identity();
     if (it.active) {
-      // Rounds of kColsRound rows, loaded together and added together (the last round: n < 4
-      // rows, the rest of its loads repeating row k).
-      const TileShare& s = it.share;
-      for (int64_t k = s.first; k < s.cols; k += kColsRound * s.step) {
-        typename P::Loaded v[kColsRound];
-        int n = 1;
-        while (n < kColsRound && k + n * s.step < s.cols) ++n;
-#pragma unroll
-        for (int u = 0; u < kColsRound; ++u) v[u] = p.load(it.base + (u < n ? k + u * s.step : k) * a.inner);
-        p.add(acc, v, n);
-      }
+      static_assert(kColsRound == 4, "TileShare::rounds takes 4 rows a round");
+      it.share.rounds([&](int64_t k) { return p.load(it.base + k * a.inner); }, P::absent(),
+                      [&](const typename P::Loaded (&v)[kColsRound]) { p.add(acc, v); });
     }
     const int64_t col = it.o * a.inner + it.i;
     if (!fold_segments(acc, a, scratch, it.seg, it.o * a.tiles + it.tile, col, it.active, smem, &last, StatFold<P>())) {

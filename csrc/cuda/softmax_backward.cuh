@@ -262,14 +262,13 @@ struct SoftmaxBackwardInner {
   __device__ Loaded load(int64_t at) const {
     return {load_inner_pack<T, kV>(grad + at), load_inner_pack<T, kV>(out + at)};
   }
+  __device__ static Loaded absent() { return {}; }  // zeros: adds 0 * 0
   template <int kN>
-  __device__ void add(Stat (&dot)[kV], const Loaded (&v)[kN], int n) const {
+  __device__ void add(Stat (&dot)[kV], const Loaded (&v)[kN]) const {
 #pragma unroll
     for (int u = 0; u < kN; ++u) {
-      if (u < n) {
 #pragma unroll
-        for (int e = 0; e < kV; ++e) dot[e] += widen<Acc>(v[u].g, e) * widen<Acc>(v[u].o, e);
-      }
+      for (int e = 0; e < kV; ++e) dot[e] += widen<Acc>(v[u].g, e) * widen<Acc>(v[u].o, e);
     }
   }
   __device__ void apply(const Factor (&dot)[kV], const Loaded& v, int64_t at) const {
@@ -302,7 +301,7 @@ __global__ void __launch_bounds__(kInnerThreads)
       if constexpr (kHold > 0) share.load(held, get);
       share.each<kHold>(held, get, [&](const Loaded& v, int64_t) {
         const Loaded one[1] = {v};
-        policy.add(dot, one, 1);
+        policy.add(dot, one);
       });
     }
     combine_tile(dot, s, phase, SumOp<Acc>());
