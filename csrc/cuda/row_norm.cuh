@@ -1054,43 +1054,49 @@ __device__ __forceinline__ void for_each_tile(const InnerGeometry& g, int64_t ti
   if constexpr (kCluster) cluster_barrier(false);
 }
 
-// Each of a thread's kV columns' max (NaN if any) and min (NaN skipped) over a round of kN packs
-// of rows: 16-bit packs two columns a word and instruction (packed_extreme).
-template <typename In, typename Acc, int kV, int kN>
-__device__ __forceinline__ void column_range(const Pack<In, kV> (&v)[kN], Acc (&hi)[kV], Acc (&lo)[kV]) {
-  if constexpr (kPackedMinMax && std::is_same_v<Acc, float> && sizeof(In) == 2 && kV % 2 == 0) {
-    constexpr int kWords = kV / 2;
-    uint32_t mx[kWords], mn[kWords];
-    memcpy(mx, &v[0], sizeof(mx));
-    memcpy(mn, &v[0], sizeof(mn));
+// Each of a thread's kV columns' max (NaN if any) and min (NaN skipped) over the packs added:
+// 16-bit packs two columns a word and instruction (packed_extreme), as MaxFold. The min tells
+// with_exp_mode whether the column's exps are normal.
+template <typename In, typename Acc, int kV>
+struct ColumnRange {
+  static constexpr bool kPacked = kPackedMinMax && std::is_same_v<Acc, float> && sizeof(In) == 2 && kV % 2 == 0;
+  static constexpr int kWords = kPacked ? kV / 2 : 1;
+  uint32_t mx[kWords], mn[kWords];  // packed: both halves start at -inf and +inf
+  Acc hi[kPacked ? 1 : kV], lo[kPacked ? 1 : kV];
+
+  __device__ __forceinline__ ColumnRange() {
 #pragma unroll
-    for (int u = 1; u < kN; ++u) {
+    for (int i = 0; i < kWords; ++i) {
+      mx[i] = MaxFold<In, Acc, SoftmaxPolicy<Acc>>::kNegInf;
+      mn[i] = MaxFold<In, Acc, SoftmaxPolicy<Acc>>::kPosInf;
+    }
+#pragma unroll
+    for (int e = 0; e < (kPacked ? 1 : kV); ++e) {
+      hi[e] = MaxOp<Acc>::identity();
+      lo[e] = std::numeric_limits<Acc>::infinity();
+    }
+  }
+  __device__ __forceinline__ void add(const Pack<In, kV>& v) {
+    if constexpr (kPacked) {
       uint32_t w[kWords];
-      memcpy(w, &v[u], sizeof(w));
+      memcpy(w, &v, sizeof(w));
 #pragma unroll
       for (int i = 0; i < kWords; ++i) {
         mx[i] = packed_extreme<In, true>(mx[i], w[i]);
         mn[i] = packed_extreme<In, false>(mn[i], w[i]);
       }
-    }
+    } else {
 #pragma unroll
-    for (int e = 0; e < kV; ++e) {
-      hi[e] = widen_element<In, Acc, kWords>(mx, e);
-      lo[e] = widen_element<In, Acc, kWords>(mn, e);
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < kV; ++e) {
-      hi[e] = lo[e] = widen<Acc>(v[0], e);
-#pragma unroll
-      for (int u = 1; u < kN; ++u) {
-        const Acc x = widen<Acc>(v[u], e);
+      for (int e = 0; e < kV; ++e) {
+        const Acc x = widen<Acc>(v, e);
         hi[e] = MaxOp<Acc>()(hi[e], x);
         lo[e] = fmin(lo[e], x);
       }
     }
   }
-}
+  __device__ __forceinline__ Acc max(int e) const { return kPacked ? widen_element<In, Acc, kWords>(mx, e) : hi[e]; }
+  __device__ __forceinline__ Acc min(int e) const { return kPacked ? widen_element<In, Acc, kWords>(mn, e) : lo[e]; }
+};
 
 // Softmax over a middle dim as a policy of the split kernels (below, with the interface) and of
 // the tiles (load, finish and apply): the online (max, sum of exp(x - max)) pair per column as
@@ -1127,18 +1133,19 @@ struct SoftmaxInner {
   // h100_study/session32_split_fold.txt).
   template <int kN>
   __device__ void add(Stat (&s)[kV], const Loaded (&v)[kN]) const {
-    Acc hi[kV], lo[kV];
-    column_range(v, hi, lo);
+    ColumnRange<In, Acc, kV> range;
+#pragma unroll
+    for (int u = 0; u < kN; ++u) range.add(v[u]);
     bool normal = true;
     Acc c[kV];
 #pragma unroll
     for (int e = 0; e < kV; ++e) {
-      const Acc m = MaxOp<Acc>()(s[e].max, hi[e]);
+      const Acc m = MaxOp<Acc>()(s[e].max, range.max(e));
       if (!(m == s[e].max)) {
         s[e].sum = rescaled_sum(s[e].sum, s[e].max, m);
         s[e].max = m;
       }
-      normal = normal && SoftmaxPolicy<Acc>::exp_is_normal(lo[e], m);
+      normal = normal && SoftmaxPolicy<Acc>::exp_is_normal(range.min(e), m);
       c[e] = exp_offset(m);
     }
     with_exp_mode(normal, [&](auto is_normal) {
@@ -1154,10 +1161,15 @@ struct SoftmaxInner {
       }
     });
   }
+  // kNormal: every exp of v is normal (with_exp_mode).
+  template <bool kNormal = false>
   __device__ void apply(const Factor (&f)[kV], const Loaded& v, int64_t at) const {
     Acc o[kV];
 #pragma unroll
-    for (int e = 0; e < kV; ++e) o[e] = offset_exp(widen<Acc>(v, e), f[e].offset) * f[e].inv_sum;
+    for (int e = 0; e < kV; ++e) {
+      const Acc x = widen<Acc>(v, e);
+      o[e] = (kNormal ? normal_offset_exp(x, f[e].offset) : offset_exp(x, f[e].offset)) * f[e].inv_sum;
+    }
     store_pack<Out, Acc, kV>(y + at, o);
   }
 };
@@ -1177,31 +1189,40 @@ __global__ void __launch_bounds__(kInnerThreads)
     auto get = [&](int64_t k) { return policy.load(it.base + k * g.inner); };
     Pack<In, kV> held[kHold > 0 ? kHold : 1];
     typename Policy::Factor f[kV];
+    bool normal = kHold > 0;  // held: every exp the thread takes is normal (below)
     if constexpr (kHold > 0) {
       // The columns' max (combined over the tile), then their sum of exp(x - max) (again): one
       // exp a value and no rescaling. The online pairs' rescaling diverged often over 8 values
       // and their tree took two exps a value a level (bfloat16 32 x 1024 x 1024 over dim 1: 30%
       // of copy).
+      // The exps are the ex2 unit alone where the thread's every value is within 87 of its
+      // column's max (with_exp_mode, as the rows').
       Acc m[kV], sum[kV], offset[kV];
-#pragma unroll
-      for (int e = 0; e < kV; ++e) {
-        m[e] = MaxOp<Acc>::identity();
-        sum[e] = Acc(0);
-      }
+      ColumnRange<In, Acc, kV> range;
       if (it.active) {
         share.load(held, get);
-        share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
+        share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) { range.add(v); });
+      }
 #pragma unroll
-          for (int e = 0; e < kV; ++e) m[e] = MaxOp<Acc>()(m[e], widen<Acc>(v, e));
-        });
+      for (int e = 0; e < kV; ++e) {
+        m[e] = range.max(e);
+        sum[e] = Acc(0);
       }
       combine_tile(m, s, phase, MaxOp<Acc>());
 #pragma unroll
-      for (int e = 0; e < kV; ++e) offset[e] = exp_offset(m[e]);
+      for (int e = 0; e < kV; ++e) {
+        offset[e] = exp_offset(m[e]);
+        normal = normal && SoftmaxPolicy<Acc>::exp_is_normal(range.min(e), m[e]);
+      }
       if (it.active) {
-        share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
+        with_exp_mode(normal, [&](auto is_normal) {
+          share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t) {
 #pragma unroll
-          for (int e = 0; e < kV; ++e) sum[e] += offset_exp(widen<Acc>(v, e), offset[e]);
+            for (int e = 0; e < kV; ++e) {
+              const Acc x = widen<Acc>(v, e);
+              sum[e] += decltype(is_normal)::value ? normal_offset_exp(x, offset[e]) : offset_exp(x, offset[e]);
+            }
+          });
         });
       }
       combine_tile(sum, s, phase, SumOp<Acc>());
@@ -1218,7 +1239,11 @@ __global__ void __launch_bounds__(kInnerThreads)
 #pragma unroll
       for (int e = 0; e < kV; ++e) f[e] = policy.finish(p[e]);
     }
-    share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t k) { policy.apply(f, v, it.base + k * g.inner); });
+    with_exp_mode(normal, [&](auto is_normal) {
+      share.each<kHold>(held, get, [&](const Pack<In, kV>& v, int64_t k) {
+        policy.template apply<decltype(is_normal)::value>(f, v, it.base + k * g.inner);
+      });
+    });
   });
 }
 
