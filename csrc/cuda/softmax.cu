@@ -621,8 +621,10 @@ bool launch_inner_split(const P& p, const InnerGeometry& g, const at::Tensor& li
 // narrowest width (32 bytes a row): split where they are at most a quarter of the SMs; the
 // forward also where a plain block cannot hold a tile's cols in registers (kInnerHold packs a
 // thread, kInnerThreads threads), the tiles are at most 4 per SM and the input kInnerSplitBytes
-// or more. Below that the split's ~25 us floor (its fold launch's: ~24 us with the input in L2,
-// h100_study/session31_split_clusters.txt) loses to the tiles' clusters. H100, us tiles -> split
+// or more. Below that the split's floor (two launches, 23-30 us for 16-32 MB of traffic) loses to
+// the tiles' clusters; rechecked after the fold launch's online combine lost its branches (fold
+// 25.7 -> 15.2 us): the rule still picks the faster on every probed shape but bfloat16 (2048, 8192)
+// over dim 0 (h100_study/session32_split_fold.txt, section 4). H100, us tiles -> split
 // (h100_study/session30_inner_split.txt): forward float32 over dim 0 (65536, 64) 49.6 -> 31.6, (16384, 256) 43.5 -> 31.7 (32 tiles),
 // (4096, 1024) 34.1 -> 28.6 (128 tiles, 16 MB), (8192, 4096) 221 -> 154 (512 tiles), bfloat16
 // (4, 8192, 512) over dim 1 82.0 -> 59.9; bfloat16 (4096, 1024) (64 tiles, 8 MB) stays: 22.3
