@@ -395,8 +395,9 @@ struct RowPartial {
 
 // A (max, sum of exp(x - max)) pair's sum moved to a max new_max >= max (online softmax). A pair
 // whose max is -inf holds only -inf values, whose exp is 0: its sum is 0 rather than the NaN of
-// -inf - -inf. The exp is taken either way and the result selected: a branch around it kept
-// ptxas from overlapping the exps of neighbouring columns (OnlineSoftmaxOp below).
+// -inf - -inf. The exp is taken either way and the result selected, so that callers moving
+// several sums side by side (a thread's columns, a row's partials) get no branch around each exp:
+// such branches kept ptxas from overlapping the exps (OnlineSoftmaxOp below).
 template <typename Acc>
 __device__ __forceinline__ Acc rescaled_sum(Acc sum, Acc max, Acc new_max) {
   const Acc moved = sum * exp_between(max, new_max);
@@ -1034,10 +1035,15 @@ struct InnerTileItem {
   int64_t i, base;
   bool active;
 
+  // Column tile `tile` of the outer index whose col 0 starts at element outer_base.
+  template <int kV>
+  __device__ __forceinline__ static InnerTileItem at(int64_t tile, int64_t outer_base, int64_t inner) {
+    const int64_t i = tile * (blockDim.x * kV) + threadIdx.x * kV;
+    return {i, outer_base + i, i < inner};
+  }
   template <int kV>
   __device__ __forceinline__ static InnerTileItem of(const InnerGeometry& g, int64_t t, int64_t tiles_per_outer) {
-    const int64_t i = (t % tiles_per_outer) * (blockDim.x * kV) + threadIdx.x * kV;
-    return {i, (t / tiles_per_outer) * g.cols * g.inner + i, i < g.inner};
+    return at<kV>(t % tiles_per_outer, (t / tiles_per_outer) * g.cols * g.inner, g.inner);
   }
 };
 
@@ -1194,9 +1200,8 @@ __global__ void __launch_bounds__(kInnerThreads)
       // The columns' max (combined over the tile), then their sum of exp(x - max) (again): one
       // exp a value and no rescaling. The online pairs' rescaling diverged often over 8 values
       // and their tree took two exps a value a level (bfloat16 32 x 1024 x 1024 over dim 1: 30%
-      // of copy).
-      // The exps are the ex2 unit alone where the thread's every value is within 87 of its
-      // column's max (with_exp_mode, as the rows').
+      // of copy). The exps are the ex2 unit alone where the thread's every value is within 87 of
+      // its column's max (with_exp_mode, as the rows').
       Acc m[kV], sum[kV], offset[kV];
       ColumnRange<In, Acc, kV> range;
       if (it.active) {
@@ -1270,8 +1275,8 @@ __global__ void __launch_bounds__(kInnerThreads)
 // A policy P (kV columns a thread) gives Stat (a column's running statistic), static identity()
 // and fold(Stat, Stat), Factor and finish(Stat), Loaded and load(offset) (the input packs at
 // element offset o * cols * inner + k * inner + i), absent() (a row that adds nothing),
-// add(Stat (&)[kV], const Loaded (&)[kN]) (adds a round of rows) and apply(const Factor (&)[kV], Loaded, offset) (writes
-// the outputs there).
+// add(Stat (&)[kV], const Loaded (&)[kN]) (adds a round of rows) and
+// apply(const Factor (&)[kV], Loaded, offset) (writes the outputs there).
 constexpr int kInnerSplitThreads = 256;
 
 // A policy's fold as a column reducer (column_fold.cuh's R).
@@ -1282,11 +1287,11 @@ struct StatFold {
   __device__ Acc operator()(const Acc& a, const Acc& b) const { return P::fold(a, b); }
 };
 
-// Work item w of a split inner launch: w = (seg * outer + o) * tiles + tile.
-struct InnerSplitItem {
-  int64_t seg, o, tile, i, base;
+// Work item w of a split inner launch: w = (seg * outer + o) * tiles + tile; the thread's place
+// in the tile as the tiles' (i, base, active).
+struct InnerSplitItem : InnerTileItem {
+  int64_t seg, o, tile;
   TileShare share;  // the thread's cols of the segment
-  bool active;      // the thread has columns (inner is a multiple of kV)
 
   template <int kV>
   __device__ __forceinline__ static InnerSplitItem of(const ColsArgs& a, int64_t w) {
@@ -1295,9 +1300,7 @@ struct InnerSplitItem {
     const int64_t so = w / a.tiles;
     it.o = so % a.outer;
     it.seg = so / a.outer;
-    it.i = it.tile * (blockDim.x * kV) + threadIdx.x * kV;
-    it.active = it.i < a.inner;
-    it.base = it.o * a.outer_stride + it.i;
+    static_cast<InnerTileItem&>(it) = InnerTileItem::at<kV>(it.tile, it.o * a.outer_stride, a.inner);
     const int64_t r0 = it.seg * a.chunk;
     it.share = {r0 + threadIdx.y, blockDim.y, a.reduced - r0 < a.chunk ? a.reduced : r0 + a.chunk};
     return it;
