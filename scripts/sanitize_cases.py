@@ -102,14 +102,15 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
                 "REDUCE_OPS_BLOCK_HOLD"):
         os.environ.pop(var, None)
     # Over a middle dim: plain tiles, then tiles on clusters (too few tiles for the GPU) with the
-    # shares held in registers ((3000, 40): 4 blocks) and streamed ((1, 20000, 16): 8 blocks);
-    # then the split (fold, apply) with one level of last-block folds and with two (groups of 4
-    # segments).
+    # shares held in registers ((3000, 40): 4 blocks) and streamed ((1, 20000, 16): 8 blocks),
+    # and plain blocks of 2 x 256 threads ((1100, 2048): 16 warps exchanging through shared
+    # memory); then the split (fold, apply) with one level of last-block folds and with two
+    # (groups of 4 segments).
     for strategy, group in (("tiles", None), ("split", None), ("split", "4")):
         os.environ["REDUCE_OPS_STRATEGY"] = strategy
         if group:
             os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = group
-        for shape in [(6, 50, 9), (1, 3000, 40), (1, 20000, 16)]:
+        for shape in [(6, 50, 9), (1, 3000, 40), (1, 20000, 16)] + ([(1, 1100, 2048)] if strategy == "tiles" else []):
             x = torch.randn(shape, device=dev, dtype=dtype)
             y = reduce_ops.softmax(x, 1)
             check(f"softmax inner {strategy} group={group} {dtype} {shape}", y, torch.softmax(x.double(), 1), tol)

@@ -900,65 +900,133 @@ constexpr int kInnerThreads = 512;
 constexpr int kInnerHold = 8;
 
 // Shared memory of an inner-dim kernel combining values of type T, kV per thread: `part` for the
-// tree over a block's rows of threads and, in clusters, two slots for the block's combined
-// values, which the cluster's blocks read (used in turn: see combine_tile).
+// combine over a block's rows of threads (in two halves where the rows share warps) and, in
+// clusters, two slots for the block's combined values, which the cluster's blocks read (used in
+// turn: see combine_tile).
 template <typename T, int kV, bool kCluster>
 struct TileScratch {
   T part[kInnerThreads * kV];
   T slot[2][kCluster ? kInnerClusterTx * kV : 1];
 };
 
+// The thread's place in its block (threadIdx, blockDim), read from the special registers
+// anew at each use: kept out of registers across the caller's loops. combine_tile's index
+// arithmetic from threadIdx and blockDim was hoisted out of the tile loop and held ~7 registers
+// through the whole kernel (bfloat16 held tiles 75 -> 84, float32 64 -> 76; nvdisasm
+// --print-life-ranges: every point of the kernel ~7 higher).
+struct BlockPlace {
+  int tx, ty, x, y;
+  __device__ __forceinline__ static BlockPlace read() {
+    unsigned v[4];
+    asm volatile("mov.u32 %0, %%ntid.x;" : "=r"(v[0]));
+    asm volatile("mov.u32 %0, %%ntid.y;" : "=r"(v[1]));
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v[2]));
+    asm volatile("mov.u32 %0, %%tid.y;" : "=r"(v[3]));
+    return {static_cast<int>(v[0]), static_cast<int>(v[1]), static_cast<int>(v[2]), static_cast<int>(v[3])};
+  }
+};
+
+// v[e] = op(v[e], the value of the lane `mask` away) for mask = from, 2 from, ... < to: the
+// lanes' rows of threads combined, each lane getting the result (the ops commute, so every lane
+// gets the same bits).
+template <typename T, int kV, typename Op>
+__device__ __forceinline__ void butterfly_rows(T (&v)[kV], int from, int to, Op op) {
+  for (int mask = from; mask < to; mask *= 2) {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) v[e] = op(v[e], shfl_xor(v[e], mask, kWarpSize));
+  }
+}
+
 // Combines the tile's rows of threads' values v[0, kV) (one per thread; kV columns) and returns
-// the result to every thread of its column: first a tree over the block's rows of threads into
-// row 0, then, in a cluster, row 0 of each block reads the blocks' results in rank order (so
-// every block gets the same bits). A slot is written before a cluster barrier and read after it;
-// the next write to it comes after the next combine's barrier, which every block reaches only
-// after its reads: two slots need one cluster barrier a combine. `phase` (every thread's, 0 at
-// the start) names the slot and flips.
+// the result to every thread of its column: the same value in every thread (the ops commute)
+// and the same bits every run (a fixed order).
+// - Rows that share warps (blockDim.x < 32, whole warps): a butterfly over each warp's rows; then,
+//   with more warps than one, each warp's result to shared memory (half `phase` of part) and,
+//   after one barrier, every warp combines them the same way (a fixed set of warps a lane, in
+//   order, then a butterfly). No barrier after the reads: the next combine writes the other half,
+//   and the barrier it holds comes after every thread's reads of this one. The tree below took a
+//   barrier a level (8 for 256 rows) and one after: H100, bfloat16 forward, us, over dim 0
+//   (4096, 1024) 22.0 -> 19.4, (1024, 65536) 140.3 -> 125.0, over dim 1 (32, 1024, 1024) 77.1 ->
+//   65.6, (64, 256, 4096) 110.8 -> 99.2, (128, 128, 128, 32) 104.5 -> 97.9; backward (8192, 4096)
+//   over dim 0 123.1 -> 114.6; float32 within 1% but (1024, 65536) 259 -> 264 forward and 359 ->
+//   364 backward (h100_study/session33_combine_warps.txt).
+// - Otherwise a tree over the block's rows of threads in shared memory into row 0.
+// In a cluster, row 0 of each block then reads the blocks' results in rank order (so every block
+// gets the same bits) and hands them to its block through part. A slot is written before a
+// cluster barrier and read after it; the next write to it comes after the next combine's
+// barrier, which every block reaches only after its reads: two slots need one cluster barrier a
+// combine. `phase` (every thread's, 0 at the start) names the slot and the half, and flips.
 template <bool kCluster, typename T, int kV, typename Op>
 __device__ __forceinline__ void combine_tile(T (&v)[kV], TileScratch<T, kV, kCluster>& s, int& phase, Op op) {
-  const int slot = (threadIdx.y * blockDim.x + threadIdx.x) * kV;
-  if (blockDim.y > 1) {
+  const BlockPlace b = BlockPlace::read();
+  const int tx = b.tx, ty = b.ty, x = b.x, y = b.y, linear = y * tx + x;
+  const bool in_warps = ty > 1 && tx < kWarpSize && tx * ty >= kWarpSize;  // block-uniform
+  T* const part = s.part + (in_warps && phase ? kInnerThreads * kV / 2 : 0);
+  const int at = x * kV;  // row 0's place in part
+  if (in_warps) {
+    butterfly_rows(v, tx, kWarpSize, op);
+    const int warps = tx * ty / kWarpSize, rows = kWarpSize / tx;  // powers of two
+    if (warps > 1) {
+      const int lane = linear % kWarpSize, warp = linear / kWarpSize;
+      if (lane < tx) {
 #pragma unroll
-    for (int e = 0; e < kV; ++e) s.part[slot + e] = v[e];
+        for (int e = 0; e < kV; ++e) part[(warp * tx + x) * kV + e] = v[e];
+      }
+      __syncthreads();
+      // Lane row r takes warps r, r + rows, ... (warps <= rows: r % warps alone).
+      const int group = warps < rows ? warps : rows, first = lane / tx % group;
+#pragma unroll
+      for (int e = 0; e < kV; ++e) v[e] = part[(first * tx + x) * kV + e];
+      for (int w = first + rows; w < warps; w += rows) {
+#pragma unroll
+        for (int e = 0; e < kV; ++e) v[e] = op(v[e], part[(w * tx + x) * kV + e]);
+      }
+      butterfly_rows(v, tx, tx * group, op);
+    }
+  } else if (ty > 1) {
+    const int slot = linear * kV;
+#pragma unroll
+    for (int e = 0; e < kV; ++e) part[slot + e] = v[e];
     __syncthreads();
-    for (int stride = blockDim.y / 2; stride > 0; stride /= 2) {
-      if (threadIdx.y < stride) {
+    for (int stride = ty / 2; stride > 0; stride /= 2) {
+      if (y < stride) {
 #pragma unroll
-        for (int e = 0; e < kV; ++e) s.part[slot + e] = v[e] = op(v[e], s.part[slot + stride * blockDim.x * kV + e]);
+        for (int e = 0; e < kV; ++e) part[slot + e] = v[e] = op(v[e], part[slot + stride * tx * kV + e]);
       }
       __syncthreads();
     }
-  } else if (!kCluster) {
-    return;
   }
   if constexpr (kCluster) {
     T* out = s.slot[phase];
-    phase ^= 1;
-    if (threadIdx.y == 0) {
+    if (y == 0) {
 #pragma unroll
-      for (int e = 0; e < kV; ++e) out[threadIdx.x * kV + e] = v[e];
+      for (int e = 0; e < kV; ++e) out[at + e] = v[e];
     }
     // Row 0 is in warp 0 (blockDim.x <= kInnerClusterTx): the only writers.
-    cluster_barrier(threadIdx.y * blockDim.x + threadIdx.x < kWarpSize);
-    if (threadIdx.y == 0) {
+    cluster_barrier(linear < kWarpSize);
+    if (y == 0) {
       const unsigned blocks = cluster_blocks();
       const T* peer = cluster_peer(out, 0);
 #pragma unroll
-      for (int e = 0; e < kV; ++e) v[e] = peer[threadIdx.x * kV + e];
+      for (int e = 0; e < kV; ++e) v[e] = peer[at + e];
       for (unsigned r = 1; r < blocks; ++r) {
         peer = cluster_peer(out, r);
 #pragma unroll
-        for (int e = 0; e < kV; ++e) v[e] = op(v[e], peer[threadIdx.x * kV + e]);
+        for (int e = 0; e < kV; ++e) v[e] = op(v[e], peer[at + e]);
       }
+      if (ty > 1) {
 #pragma unroll
-      for (int e = 0; e < kV; ++e) s.part[slot + e] = v[e];
+        for (int e = 0; e < kV; ++e) part[at + e] = v[e];
+      }
     }
-    __syncthreads();
+    // Every thread passed the cluster barrier, so the reads of part above are done.
+    if (ty > 1) __syncthreads();
   }
+  phase ^= 1;
+  if (ty == 1 || (in_warps && !kCluster)) return;  // every thread holds the result
 #pragma unroll
-  for (int e = 0; e < kV; ++e) v[e] = s.part[threadIdx.x * kV + e];
-  __syncthreads();  // part is reused by the next combine
+  for (int e = 0; e < kV; ++e) v[e] = part[at + e];
+  if (!in_warps) __syncthreads();  // the tree's part is reused by the next combine
 }
 
 template <typename In, int kV>
