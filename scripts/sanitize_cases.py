@@ -104,8 +104,8 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # Over a middle dim: plain tiles, then tiles on clusters (too few tiles for the GPU) with the
     # shares held in registers ((3000, 40): 4 blocks) and streamed ((1, 20000, 16): 8 blocks),
     # and plain blocks of 2 x 256 threads ((1100, 2048): 16 warps exchanging through shared
-    # memory); then the split (fold, apply) with one level of last-block folds and with two
-    # (groups of 4 segments).
+    # memory; 16-bit: the kernel for two blocks an SM); then the split (fold, apply) with one
+    # level of last-block folds and with two (groups of 4 segments).
     for strategy, group in (("tiles", None), ("split", None), ("split", "4")):
         os.environ["REDUCE_OPS_STRATEGY"] = strategy
         if group:

@@ -61,8 +61,8 @@ def test_softmax_dims(device, dtype, shape, dim, api):
 # each tile on a cluster of 2-8 blocks ((4096, 64), (3000, 40), (5, 9000, 8) held in
 # registers; (1, 70000, 16) streamed); cols past four rows of threads (the unrolled loop) and
 # not a multiple of them; inner a multiple of the 16-byte pack or not. (1100, 2048) holds its
-# cols in plain blocks of 2 x 256 threads, their rows of threads in 16 warps (combine_tile's
-# butterflies and the warps' exchange).
+# cols in plain blocks of 2 x 256 threads (the kernel for two such blocks an SM), their rows of
+# threads in 16 warps (combine_tile's butterflies and the warps' exchange).
 INNER_CASES = [((4096, 64), 0), ((3000, 40), 0), ((2, 700, 1024), 1), ((64, 21, 520), 1),
                ((8, 3, 4096), 1), ((5, 9000, 8), 1), ((1, 70000, 16), 1), ((999, 13), 0), ((1100, 2048), 0)]
 

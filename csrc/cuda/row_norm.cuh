@@ -1250,9 +1250,17 @@ struct SoftmaxInner {
 
 // Softmax over the middle dim (tiles above). Held shares: the max, its combine, the sum of
 // exp(x - max), its combine, the writes from registers. Streamed shares: an online (max, sum)
-// fold, its combine, then a second read for the writes.
-template <typename In, typename Out, typename Acc, int kV, int kHold, bool kCluster>
-__global__ void __launch_bounds__(kInnerThreads)
+// fold, its combine, then a second read for the writes. kTwoBlocks: registers for two blocks of
+// kInnerThreads an SM (64 a thread), for the launches of such blocks (launch_inner_tiles): held
+// 16-bit shares take ~76, so one such block an SM ran its phases (loads, combines, exps, writes)
+// with nothing to overlap them; capped, 24-32 bytes spill. H100, bfloat16 forward, us: (2048,
+// 8192) over dim 0 51.9 -> 42.5, (16, 2048, 1024) over dim 1 89.1 -> 74.0. The cap for every
+// held plain block of several rows of threads (four of 256 an SM) lost 5-13 us on (1024, 65536),
+// (32, 1024, 1024), (64, 256, 4096) and (128, 128, 128, 32) (h100_study/session33_combine_warps.txt).
+// Elsewhere the bound stays unset (a minimum of 0 blocks: a minimum of 1 made ptxas take more
+// registers in the streamed kernels: 64 -> 87).
+template <typename In, typename Out, typename Acc, int kV, int kHold, bool kCluster, bool kTwoBlocks = false>
+__global__ void __launch_bounds__(kInnerThreads, kTwoBlocks ? 2 : 0)
     softmax_inner_kernel(const In* __restrict__ x, Out* __restrict__ y, InnerGeometry g, int64_t tiles_per_outer) {
   using Policy = SoftmaxInner<In, Out, Acc, kV>;
   __shared__ TileScratch<std::conditional_t<(kHold > 0), Acc, RowPartial<Acc>>, kV, kCluster> s;

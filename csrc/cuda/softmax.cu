@@ -517,9 +517,11 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Plans g's inner-dim tiles (inner_tiles, launch.h) and launches kernel_for(hold, cluster) on
-// them with `args` and then the tiles per outer index. kernel_for takes integral constants (packs
-// a thread holds: kInnerHold, or 0 for streamed shares; clusters or not) and returns the kernel.
+// Plans g's inner-dim tiles (inner_tiles, launch.h) and launches kernel_for(hold, cluster,
+// two_blocks) on them with `args` and then the tiles per outer index. kernel_for takes integral
+// constants (packs a thread holds: kInnerHold, or 0 for streamed shares; clusters or not; whether
+// the launch is of held plain blocks of kInnerThreads, for which it may return a kernel that fits
+// two of them an SM) and returns the kernel.
 // Clusters only where kClusters (16-byte packs), of the planned size or, where the device cannot
 // run that, half as many blocks (a plan of its own); plain blocks otherwise.
 template <bool kClusters, typename KernelFor, typename... Args>
@@ -538,7 +540,11 @@ void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, cuda
       }
       return true;
     };
-    return t.held ? run(kernel_for(Int<kInnerHold>(), cluster)) : run(kernel_for(Int<0>(), cluster));
+    if (!t.held) return run(kernel_for(Int<0>(), cluster, std::false_type()));
+    if constexpr (!decltype(cluster)::value) {
+      if (int64_t{t.block.x} * t.block.y == kInnerThreads) return run(kernel_for(Int<kInnerHold>(), cluster, std::true_type()));
+    }
+    return run(kernel_for(Int<kInnerHold>(), cluster, std::false_type()));
   };
   if constexpr (kClusters) {
     if (props().major >= 9) {
@@ -666,7 +672,8 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
             cuda::launch_inner_split<kVec>(cuda::SoftmaxBackwardInner<T, Acc, kVec>{gp, yp, xp}, g, grad, stream)) {
           return;
         }
-        cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), stream, [](auto hold, auto cluster) {
+        // The held shares (two tensors' packs) take ~100 registers: no kernel for two blocks an SM.
+        cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), stream, [](auto hold, auto cluster, auto) {
           return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
         }, gp, yp, xp, g);
       };
@@ -713,8 +720,10 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
           cuda::launch_inner_split<kVec>(cuda::SoftmaxInner<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
         return;
       }
-      cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), stream, [](auto hold, auto cluster) {
-        return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
+      cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), stream, [](auto hold, auto cluster, auto two_blocks) {
+        // 32-bit shares fit two blocks an SM as they are (64 registers): no second kernel.
+        constexpr bool kTwoBlocks = decltype(two_blocks)::value && sizeof(In) == 2;
+        return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(hold)::value, decltype(cluster)::value, kTwoBlocks>;
       }, xp, yp, g);
     };
     constexpr int kVec = cuda::kMaxVec<In>;
