@@ -949,7 +949,8 @@ __device__ __forceinline__ void butterfly_rows(T (&v)[kV], int from, int to, Op 
 //   (4096, 1024) 22.0 -> 19.4, (1024, 65536) 140.3 -> 125.0, over dim 1 (32, 1024, 1024) 77.1 ->
 //   65.6, (64, 256, 4096) 110.8 -> 99.2, (128, 128, 128, 32) 104.5 -> 97.9; backward (8192, 4096)
 //   over dim 0 123.1 -> 114.6; float32 within 1% but (1024, 65536) 259 -> 264 forward and 359 ->
-//   364 backward (h100_study/session33_combine_warps.txt).
+//   364 backward, a shape that moved as much between builds of code that did not touch it
+//   (h100_study/session33_combine_warps.txt).
 // - Otherwise a tree over the block's rows of threads in shared memory into row 0.
 // In a cluster, row 0 of each block then reads the blocks' results in rank order (so every block
 // gets the same bits) and hands them to its block through part. A slot is written before a

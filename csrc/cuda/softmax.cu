@@ -629,10 +629,12 @@ bool launch_inner_split(const P& p, const InnerGeometry& g, const at::Tensor& li
 // thread, kInnerThreads threads), the tiles are at most 4 per SM and the input kInnerSplitBytes
 // or more. Below that the split's floor (two launches, 23-30 us for 16-32 MB of traffic) loses to
 // the tiles' clusters; rechecked after the fold launch's online combine lost its branches (fold
-// 25.7 -> 15.2 us): the rule still picks the faster on every probed shape but bfloat16 (2048, 8192)
-// over dim 0 (h100_study/session32_split_fold.txt, section 4). H100, us tiles -> split
-// (h100_study/session30_inner_split.txt): forward float32 over dim 0 (65536, 64) 49.6 -> 31.6, (16384, 256) 43.5 -> 31.7 (32 tiles),
-// (4096, 1024) 34.1 -> 28.6 (128 tiles, 16 MB), (8192, 4096) 221 -> 154 (512 tiles), bfloat16
+// 25.7 -> 15.2 us), the rule picked the slower only for bfloat16 (2048, 8192) over dim 0 (held
+// tiles 64.8 us, split 49.5: session32_split_fold.txt, section 4), and since the tiles' warp
+// combine and two blocks an SM it no longer does (42.5 us: session33_combine_warps.txt).
+// H100, us tiles -> split (h100_study/session30_inner_split.txt): forward float32 over dim 0
+// (65536, 64) 49.6 -> 31.6, (16384, 256) 43.5 -> 31.7 (32 tiles), (4096, 1024) 34.1 -> 28.6
+// (128 tiles, 16 MB), (8192, 4096) 221 -> 154 (512 tiles), bfloat16
 // (4, 8192, 512) over dim 1 82.0 -> 59.9; bfloat16 (4096, 1024) (64 tiles, 8 MB) stays: 22.3
 // against 28.9. Backward float32 (65536, 64) 58.7 -> 41.5, bfloat16 (16384, 256) 31.1 -> 24.9,
 // but float32 (4096, 1024) 36.1 against 40.2, (8192, 4096) 205 against 243 and (4, 8192, 512)
