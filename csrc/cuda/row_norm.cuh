@@ -888,8 +888,9 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
 // columns of one outer index, taken by one block, or, where tiles are too few to fill the GPU
 // (kCluster), by the C blocks of a thread block cluster. The tile's rows of threads (blockDim.y
 // in each of its blocks) split the cols: TileShare below. Each thread folds its share, the rows
-// of threads combine theirs in shared memory (trees, the same order every run), the blocks of a
-// cluster theirs through distributed shared memory (in rank order), and the tile is written.
+// of threads combine theirs (warp shuffles and shared memory, the same order every run: see
+// combine_tile), the blocks of a cluster theirs through distributed shared memory (in rank
+// order), and the tile is written.
 // Where kHold packs a thread cover its share the share stays in registers (one read, one
 // write); past that a second pass re-reads it (mostly from L2). Before, a thread took a whole
 // column: 4096 x 1024 over dim 0 ran 1024 threads at 1% of copy (H100: 877 us, torch.compile
