@@ -170,6 +170,12 @@ __device__ __forceinline__ float normal_offset_exp(float x, float c) {
   return e;
 }
 __device__ __forceinline__ double normal_offset_exp(double x, double c) { return exp(x - c); }
+// offset_exp, or normal_offset_exp where kNormal (the caller knows every exp is normal: a
+// with_exp_mode branch).
+template <bool kNormal, typename Acc>
+__device__ __forceinline__ Acc offset_exp_for(Acc x, Acc c) {
+  return kNormal ? normal_offset_exp(x, c) : offset_exp(x, c);
+}
 // exp(m - new_m) as the ratio of the offsets' powers, 2^(exp_offset(m) - exp_offset(new_m)):
 // what moves a sum of offset_exp(x, exp_offset(m)) to new_m.
 template <typename Acc>

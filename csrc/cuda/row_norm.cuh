@@ -56,7 +56,7 @@ struct SoftmaxPolicy {
   template <bool kNormal = false>
   __device__ static Acc transform(Acc x, Acc max) {
     const Acc c = exp_offset(max);  // loop-invariant in the callers' element loops: hoisted
-    return kNormal ? normal_offset_exp(x, c) : offset_exp(x, c);
+    return offset_exp_for<kNormal>(x, c);
   }
   // Whether exp(x - max) is a normal float for every x in [lo, max] (false for NaN, and for
   // lo = -inf, whose exp is 0 either way).
@@ -1079,19 +1079,19 @@ struct TileShare {
     }
   }
 
-  // round(v) for the share's rows four at a time (their loads in flight together), v[u] = get(k)
-  // for rows k, k + step, ..., the last round padded with `absent` past the share (a count of
-  // the rows present cost the adds a predicate an element).
+  // round(v) for the share's rows kColsRound at a time (their loads in flight together), v[u] =
+  // get(k) for rows k, k + step, ..., the last round padded with `absent` past the share (a count
+  // of the rows present cost the adds a predicate an element).
   template <typename P, typename Get, typename Round>
   __device__ __forceinline__ void rounds(Get get, const P& absent, Round round) const {
-    for (int64_t k = first; k < cols; k += 4 * step) {
-      P v[4];
-      if (k + 3 * step < cols) {
+    for (int64_t k = first; k < cols; k += kColsRound * step) {
+      P v[kColsRound];
+      if (k + (kColsRound - 1) * step < cols) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = get(k + u * step);
+        for (int u = 0; u < kColsRound; ++u) v[u] = get(k + u * step);
       } else {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) v[u] = k + u * step < cols ? get(k + u * step) : absent;
+        for (int u = 0; u < kColsRound; ++u) v[u] = k + u * step < cols ? get(k + u * step) : absent;
       }
       round(v);
     }
@@ -1232,7 +1232,7 @@ struct SoftmaxInner {
 #pragma unroll
         for (int u = 0; u < kN; ++u) {
           const Acc x = widen<Acc>(v[u], e);
-          s[e].sum += kNormal ? normal_offset_exp(x, c[e]) : offset_exp(x, c[e]);
+          s[e].sum += offset_exp_for<kNormal>(x, c[e]);
         }
       }
     });
@@ -1244,7 +1244,7 @@ struct SoftmaxInner {
 #pragma unroll
     for (int e = 0; e < kV; ++e) {
       const Acc x = widen<Acc>(v, e);
-      o[e] = (kNormal ? normal_offset_exp(x, f[e].offset) : offset_exp(x, f[e].offset)) * f[e].inv_sum;
+      o[e] = offset_exp_for<kNormal>(x, f[e].offset) * f[e].inv_sum;
     }
     store_pack<Out, Acc, kV>(y + at, o);
   }
@@ -1303,7 +1303,7 @@ __global__ void __launch_bounds__(kInnerThreads, kTwoBlocks ? 2 : 0)
 #pragma unroll
             for (int e = 0; e < kV; ++e) {
               const Acc x = widen<Acc>(v, e);
-              sum[e] += decltype(is_normal)::value ? normal_offset_exp(x, offset[e]) : offset_exp(x, offset[e]);
+              sum[e] += offset_exp_for<decltype(is_normal)::value>(x, offset[e]);
             }
           });
         });
@@ -1316,7 +1316,7 @@ __global__ void __launch_bounds__(kInnerThreads, kTwoBlocks ? 2 : 0)
       RowPartial<Acc> p[kV];
 #pragma unroll
       for (int e = 0; e < kV; ++e) p[e] = Policy::identity();
-      if (it.active) share.rounds(get, Policy::absent(), [&](const Pack<In, kV> (&v)[4]) { policy.add(p, v); });
+      if (it.active) share.rounds(get, Policy::absent(), [&](const Pack<In, kV> (&v)[kColsRound]) { policy.add(p, v); });
       combine_tile(p, s, phase, OnlineSoftmaxOp<Acc>());
       if (!it.active) return;
 #pragma unroll
@@ -1400,7 +1400,6 @@ __global__ void __launch_bounds__(kInnerSplitThreads)
 #pragma unroll
     for (int e = 0; e < kV; ++e) acc[e] = P::identity();
     if (it.active) {
-      static_assert(kColsRound == 4, "TileShare::rounds takes 4 rows a round");
       it.share.rounds([&](int64_t k) { return p.load(it.base + k * a.inner); }, P::absent(),
                       [&](const typename P::Loaded (&v)[kColsRound]) { p.add(acc, v); });
     }
