@@ -62,9 +62,13 @@ def test_softmax_dims(device, dtype, shape, dim, api):
 # registers; (1, 70000, 16) streamed); cols past four rows of threads (the unrolled loop) and
 # not a multiple of them; inner a multiple of the 16-byte pack or not. (1100, 2048) holds its
 # cols in plain blocks of 2 x 256 threads (the kernel for two such blocks an SM), their rows of
-# threads in 16 warps (combine_tile's butterflies and the warps' exchange).
+# threads in 16 warps (combine_tile's butterflies and the warps' exchange). Tiles of 64-byte rows
+# (launch.h's WideRows) where those are enough for the GPU (7/8 of its SMs, up to 146 SMs here):
+# float32 (2, 700, 1024) and (600, 4096) forward and backward, bfloat16/half (600, 4096) backward,
+# all held; (1100, 4096) backward streamed (32-byte rows would hold it), forward held in 32-byte rows.
 INNER_CASES = [((4096, 64), 0), ((3000, 40), 0), ((2, 700, 1024), 1), ((64, 21, 520), 1),
-               ((8, 3, 4096), 1), ((5, 9000, 8), 1), ((1, 70000, 16), 1), ((999, 13), 0), ((1100, 2048), 0)]
+               ((8, 3, 4096), 1), ((5, 9000, 8), 1), ((1, 70000, 16), 1), ((999, 13), 0), ((1100, 2048), 0),
+               ((600, 4096), 0), ((1100, 4096), 0)]
 
 
 @pytest.mark.parametrize("shape,dim", INNER_CASES, ids=str)

@@ -113,7 +113,8 @@ inline int64_t grid_for(int64_t items) {
 // lets each thread hold its share in `hold` packs (one read), within `threads_max`; past that,
 // enough for about 16 rows a thread (held false: two reads). Tiles are as wide as 256 threads
 // allow, and narrow down to 32 bytes a row (a whole sector) while there are too few to fill
-// the GPU; streamed tiles then take more rows of threads.
+// the GPU; streamed tiles then take more rows of threads. Where wide_rows allows (WideRows),
+// the plan is made with 64 bytes as the narrowest instead.
 // Tiles too few for about a block per SM are each split over a thread block cluster (sm_90+) of
 // `cluster` blocks: the fewest (a power of two up to max_cluster) that give about a block per SM,
 // doubled while their rows of threads (up to threads_max in a block) cannot hold the share in
@@ -135,6 +136,25 @@ constexpr int kInnerMaxCluster = 16;
 // Widest cluster tile in packs (row_norm.cuh's TileScratch slots are sized for it).
 constexpr int kInnerClusterTx = 32;
 constexpr int64_t kInnerClusterMinBytes = 16384;
+// Tile rows of kInnerWideBytes rather than the narrowest (inner_tiles), where the tiles stay
+// enough for the GPU without clusters (7/8 of the SMs, as below) and, as the kernel asks:
+//   kNever      never (16-bit forward: its 512-thread blocks of 64-byte rows take the capped
+//               kernel, and lost as often as they won: H100, bfloat16 us, 32 -> 64 bytes, over
+//               dim 0 (1024, 8192) 24.8 -> 22.9, (1024, 4096) 15.2 -> 16.4, (600, 20000)
+//               33.5 -> 35.0, (1024, 16384) 38.5 -> 39.5);
+//   kWhereHeld  where the wider tile still holds the share (32-bit forward; streamed, it lost:
+//               float32 (16, 2048, 1024) over dim 1 121 -> 166);
+//   kAlways     held or streamed (backward).
+// H100, us, 32 -> 64-byte rows (h100_study/session34_wide_rows.txt): float32 forward over dim 0
+// (1024, 65536) 251.6 -> 224.7, (1024, 16384) 67.3 -> 62.7, (768, 32768) 95.1 -> 90.2, over dim 1
+// (32, 1024, 1024) 117.7 -> 105.5, (8, 1024, 4096) 118.7 -> 107.1, but (600, 20000) 53.3 -> 54.5;
+// backward, faster on every shape it moved (even, +-0.1 us, on two), in every dtype and with
+// scalar loads: bfloat16 (1024, 65536) 178.1 -> 164.4, (32, 1024, 1024) 89.8 -> 82.4, (16, 2048,
+// 1024) 95.4 -> 88.3 (streamed, where 32-byte rows held), (8192, 4096) 114.6 -> 109.4; float32
+// (1024, 65536) 357.6 -> 339.9, (32, 1024, 1024) 168.5 -> 148.9, (16, 2048, 1024) 171.0 -> 156.1,
+// (600, 20000) 69.4 -> 64.4, unaligned (1024, 65535) 870 -> 646; float64 (32, 1024, 1024) 343 -> 304.
+constexpr int kInnerWideBytes = 64;
+enum class WideRows { kNever, kWhereHeld, kAlways };
 
 // The narrowest inner tile row, in packs of `vec` elements: 32 bytes (a sector), or
 // REDUCE_OPS_INNER_NARROWEST bytes (a developer knob).
@@ -158,35 +178,43 @@ inline bool inner_held(const InnerGeometry& g, int vec, int element_bytes, int h
 
 // REDUCE_OPS_INNER_CLUSTER (a developer knob) lowers max_cluster.
 inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max,
-                              int max_cluster) {
+                              int max_cluster, WideRows wide_rows) {
   const int64_t packs = ceil_div(g.inner, vec), enough = sm_count() * 4;
-  const int narrowest = inner_narrowest(vec, element_bytes);
   auto rows_to_hold = [&](int width, int c) { return inner_rows_to_hold(g, width, c, hold, threads_max); };
-  int ty = rows_to_hold(narrowest, 1);
-  const bool held = int64_t{ty} * hold >= g.cols;  // inner_held
-  if (!held) {
-    ty = 1;
-    while (ty * narrowest < 256 && ty * 16 < g.cols) ty *= 2;
-  }
-  int tx = std::max(narrowest, 256 / ty);
-  while (tx > 1 && tx / 2 >= packs) tx /= 2;
-  while (tx > narrowest && g.outer * ceil_div(packs, tx) < enough) tx /= 2;
-  if (!held) {
-    while (tx * ty * 2 <= threads_max && ty * 16 < g.cols && g.outer * ceil_div(packs, tx) < enough) ty *= 2;
-  }
-  const int64_t tiles = g.outer * ceil_div(packs, tx);
-  const int64_t resident = sm_count() * std::max(1, 2048 / (tx * ty));
-  const InnerTiles blocks{dim3(tx, ty), ceil_div(packs, tx), std::max<int64_t>(1, std::min(tiles, resident * 4)), held, 1};
-  const int64_t most = std::min<int64_t>(max_cluster, env_positive("REDUCE_OPS_INNER_CLUSTER", kInnerMaxCluster));
-  if (tx > kInnerClusterTx || most < 2) return blocks;
-  const int64_t tile_bytes = g.cols * tx * vec * element_bytes;
-  auto may_double = [&](int c) { return c < most && tile_bytes / (2 * c) >= kInnerClusterMinBytes; };
-  int c = 1;
-  while (may_double(c) && tiles * c < sm_count() * 7 / 8) c *= 2;
-  while (may_double(c) && int64_t{c} * rows_to_hold(tx, c) * hold < g.cols) c *= 2;
-  if (c == 1) return blocks;
-  const int cy = rows_to_hold(tx, c);
-  return {dim3(tx, cy), ceil_div(packs, tx), tiles * c, int64_t{c} * cy * hold >= g.cols, c};
+  auto plan = [&](const int narrowest) {
+    int ty = rows_to_hold(narrowest, 1);
+    const bool held = int64_t{ty} * hold >= g.cols;  // inner_held
+    if (!held) {
+      ty = 1;
+      while (ty * narrowest < 256 && ty * 16 < g.cols) ty *= 2;
+    }
+    int tx = std::max(narrowest, 256 / ty);
+    while (tx > 1 && tx / 2 >= packs) tx /= 2;
+    while (tx > narrowest && g.outer * ceil_div(packs, tx) < enough) tx /= 2;
+    if (!held) {
+      while (tx * ty * 2 <= threads_max && ty * 16 < g.cols && g.outer * ceil_div(packs, tx) < enough) ty *= 2;
+    }
+    const int64_t tiles = g.outer * ceil_div(packs, tx);
+    const int64_t resident = sm_count() * std::max(1, 2048 / (tx * ty));
+    const InnerTiles blocks{dim3(tx, ty), ceil_div(packs, tx), std::max<int64_t>(1, std::min(tiles, resident * 4)), held,
+                            1};
+    const int64_t most = std::min<int64_t>(max_cluster, env_positive("REDUCE_OPS_INNER_CLUSTER", kInnerMaxCluster));
+    if (tx > kInnerClusterTx || most < 2) return blocks;
+    const int64_t tile_bytes = g.cols * tx * vec * element_bytes;
+    auto may_double = [&](int c) { return c < most && tile_bytes / (2 * c) >= kInnerClusterMinBytes; };
+    int c = 1;
+    while (may_double(c) && tiles * c < sm_count() * 7 / 8) c *= 2;
+    while (may_double(c) && int64_t{c} * rows_to_hold(tx, c) * hold < g.cols) c *= 2;
+    if (c == 1) return blocks;
+    const int cy = rows_to_hold(tx, c);
+    return InnerTiles{dim3(tx, cy), ceil_div(packs, tx), tiles * c, int64_t{c} * cy * hold >= g.cols, c};
+  };
+  const int narrowest = inner_narrowest(vec, element_bytes);
+  const int wide = std::max(narrowest, kInnerWideBytes / (vec * element_bytes));
+  const bool wide_ok = wide_rows == WideRows::kAlways ||
+                       (wide_rows == WideRows::kWhereHeld && int64_t{rows_to_hold(wide, 1)} * hold >= g.cols);
+  if (wide > narrowest && wide_ok && g.outer * ceil_div(packs, wide) >= sm_count() * 7 / 8) return plan(wide);
+  return plan(narrowest);
 }
 
 // Split of `rows` rows of `cols` elements into segments of whole 16-byte packs (64 elements

@@ -525,8 +525,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
 // Clusters only where kClusters (16-byte packs), of the planned size or, where the device cannot
 // run that, half as many blocks (a plan of its own); plain blocks otherwise.
 template <bool kClusters, typename KernelFor, typename... Args>
-void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, cudaStream_t stream, KernelFor kernel_for,
-                        Args... args) {
+void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, WideRows wide_rows, cudaStream_t stream,
+                        KernelFor kernel_for, Args... args) {
   auto launch = [&](const InnerTiles& t, auto cluster) {
     auto run = [&](auto kernel) {
       if constexpr (decltype(cluster)::value) {
@@ -549,13 +549,14 @@ void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, cuda
   if constexpr (kClusters) {
     if (props().major >= 9) {
       int most = kInnerMaxCluster;
-      for (InnerTiles t; (t = inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, most)).cluster > 1;
+      for (InnerTiles t;
+           (t = inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, most, wide_rows)).cluster > 1;
            most = t.cluster / 2) {
         if (launch(t, std::true_type())) return;
       }
     }
   }
-  launch(inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, 1), std::false_type());
+  launch(inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, 1, wide_rows), std::false_type());
 }
 
 // Split inner plan (row_norm.cuh's split inner-dim kernels): blocks of kInnerSplitThreads,
@@ -675,9 +676,12 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
           return;
         }
         // The held shares (two tensors' packs) take ~100 registers: no kernel for two blocks an SM.
-        cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), stream, [](auto hold, auto cluster, auto) {
+        // Rows of 64 bytes wherever they leave enough tiles, held or not (launch.h's WideRows).
+        const auto kernel_for = [](auto hold, auto cluster, auto) {
           return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
-        }, gp, yp, xp, g);
+        };
+        cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), cuda::WideRows::kAlways, stream, kernel_for, gp, yp,
+                                             xp, g);
       };
       constexpr int kVec = cuda::kMaxVec<T>;
       if (g.inner % kVec == 0 && cuda::is_aligned(gp, 16) && cuda::is_aligned(yp, 16) && cuda::is_aligned(xp, 16))
@@ -722,11 +726,14 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
           cuda::launch_inner_split<kVec>(cuda::SoftmaxInner<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
         return;
       }
-      cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), stream, [](auto hold, auto cluster, auto two_blocks) {
+      // Rows of 64 bytes where they still hold the share, for 32-bit inputs (launch.h's WideRows).
+      const cuda::WideRows wide_rows = sizeof(In) == 4 ? cuda::WideRows::kWhereHeld : cuda::WideRows::kNever;
+      const auto kernel_for = [](auto hold, auto cluster, auto two_blocks) {
         // 32-bit shares fit two blocks an SM as they are (64 registers): no second kernel.
         constexpr bool kTwoBlocks = decltype(two_blocks)::value && sizeof(In) == 2;
         return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(hold)::value, decltype(cluster)::value, kTwoBlocks>;
-      }, xp, yp, g);
+      };
+      cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), wide_rows, stream, kernel_for, xp, yp, g);
     };
     constexpr int kVec = cuda::kMaxVec<In>;
     if (g.inner % kVec == 0 && cuda::is_aligned(xp, 16) && cuda::is_aligned(yp, sizeof(Out) * kVec))
