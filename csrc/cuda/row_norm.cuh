@@ -899,6 +899,16 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
 // (shared memory is sized for it); kInnerClusterTx (launch.h) bounds a cluster tile's blockDim.x.
 constexpr int kInnerThreads = 512;
 constexpr int kInnerHold = 8;
+// Values a thread holds where the tiles load one at a time (an inner dim that is not a multiple
+// of the 16-byte pack, or unaligned storage): 32 for 32- and 64-bit elements (16 in double's
+// backward, where 32 spilled), where kInnerHold held a tenth of the bytes a thread has in flight
+// and half the cols a block reaches; 16-bit elements keep kInnerHold (their loads, one value an
+// instruction, set the pace: 32 lost). H100, us, 8 -> 32 values (h100_study/session34_wide_rows.txt,
+// section 8): float32 over dim 0 (1024, 65535) forward 805 -> 382, backward 651 -> 451; over dim 1
+// (32, 1024, 1023) 338 -> 178, 355 -> 192; float64 (1024, 65535) forward 1070 -> 793, backward
+// (at 16) 1869 -> 905; bfloat16 (1024, 65535) forward 307 -> 360 at 32, even at 16.
+template <typename T, bool kBackward>
+constexpr int kInnerScalarHold = sizeof(T) == 2 ? kInnerHold : kBackward && sizeof(T) == 8 ? 16 : 32;
 
 // Shared memory of an inner-dim kernel combining values of type T, kV per thread: `part` for the
 // combine over a block's rows of threads (in two halves where the rows share warps) and, in

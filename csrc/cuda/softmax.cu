@@ -519,12 +519,12 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
 
 // Plans g's inner-dim tiles (inner_tiles, launch.h) and launches kernel_for(hold, cluster,
 // two_blocks) on them with `args` and then the tiles per outer index. kernel_for takes integral
-// constants (packs a thread holds: kInnerHold, or 0 for streamed shares; clusters or not; whether
-// the launch is of held plain blocks of kInnerThreads, for which it may return a kernel that fits
-// two of them an SM) and returns the kernel.
+// constants (packs a thread holds: kHold, kInnerHold or kInnerScalarHold, or 0 for streamed shares;
+// clusters or not; whether the launch is of held plain blocks of kInnerThreads, for which it may
+// return a kernel that fits two of them an SM) and returns the kernel.
 // Clusters only where kClusters (16-byte packs), of the planned size or, where the device cannot
 // run that, half as many blocks (a plan of its own); plain blocks otherwise.
-template <bool kClusters, typename KernelFor, typename... Args>
+template <bool kClusters, int kHold, typename KernelFor, typename... Args>
 void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, WideRows wide_rows, cudaStream_t stream,
                         KernelFor kernel_for, Args... args) {
   auto launch = [&](const InnerTiles& t, auto cluster) {
@@ -542,21 +542,21 @@ void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, Wide
     };
     if (!t.held) return run(kernel_for(Int<0>(), cluster, std::false_type()));
     if constexpr (!decltype(cluster)::value) {
-      if (int64_t{t.block.x} * t.block.y == kInnerThreads) return run(kernel_for(Int<kInnerHold>(), cluster, std::true_type()));
+      if (int64_t{t.block.x} * t.block.y == kInnerThreads) return run(kernel_for(Int<kHold>(), cluster, std::true_type()));
     }
-    return run(kernel_for(Int<kInnerHold>(), cluster, std::false_type()));
+    return run(kernel_for(Int<kHold>(), cluster, std::false_type()));
   };
   if constexpr (kClusters) {
     if (props().major >= 9) {
       int most = kInnerMaxCluster;
       for (InnerTiles t;
-           (t = inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, most, wide_rows)).cluster > 1;
+           (t = inner_tiles(g, vec, element_bytes, kHold, kInnerThreads, most, wide_rows)).cluster > 1;
            most = t.cluster / 2) {
         if (launch(t, std::true_type())) return;
       }
     }
   }
-  launch(inner_tiles(g, vec, element_bytes, kInnerHold, kInnerThreads, 1, wide_rows), std::false_type());
+  launch(inner_tiles(g, vec, element_bytes, kHold, kInnerThreads, 1, wide_rows), std::false_type());
 }
 
 // Split inner plan (row_norm.cuh's split inner-dim kernels): blocks of kInnerSplitThreads,
@@ -643,14 +643,14 @@ bool launch_inner_split(const P& p, const InnerGeometry& g, const at::Tensor& li
 constexpr int64_t kInnerSplitBytes = int64_t{16} << 20;
 
 template <bool kBackward>
-bool inner_split_wanted(const InnerGeometry& g, int vec, int element_bytes, const ForcedStrategy& forced) {
+bool inner_split_wanted(const InnerGeometry& g, int vec, int element_bytes, int hold, const ForcedStrategy& forced) {
   if (forced.is("split")) return true;
   if (forced.is("tiles")) return false;
   const int64_t sms = sm_count();
   const int64_t tiles = g.outer * ceil_div(ceil_div(g.inner, vec), inner_narrowest(vec, element_bytes));
   if (tiles * 4 <= sms) return true;
   if (kBackward || tiles > 4 * sms) return false;
-  return !inner_held(g, vec, element_bytes, kInnerHold, kInnerThreads) &&
+  return !inner_held(g, vec, element_bytes, hold, kInnerThreads) &&
          g.outer * g.cols * g.inner * element_bytes >= kInnerSplitBytes;
 }
 
@@ -669,25 +669,25 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
     T* xp = grad_x.mutable_data_ptr<T>();
     if (g.inner > 1) {
       const cuda::ForcedStrategy forced;
-      auto launch = [&](auto vec) {
-        constexpr int kVec = decltype(vec)::value;
-        if (cuda::inner_split_wanted<true>(g, kVec, sizeof(T), forced) &&
+      auto launch = [&](auto vec, auto hold) {
+        constexpr int kVec = decltype(vec)::value, kHold = decltype(hold)::value;
+        if (cuda::inner_split_wanted<true>(g, kVec, sizeof(T), kHold, forced) &&
             cuda::launch_inner_split<kVec>(cuda::SoftmaxBackwardInner<T, Acc, kVec>{gp, yp, xp}, g, grad, stream)) {
           return;
         }
         // The held shares (two tensors' packs) take ~100 registers: no kernel for two blocks an SM.
         // Rows of 64 bytes wherever they leave enough tiles, held or not (launch.h's WideRows).
-        const auto kernel_for = [](auto hold, auto cluster, auto) {
-          return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(hold)::value, decltype(cluster)::value>;
+        const auto kernel_for = [](auto held, auto cluster, auto) {
+          return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(held)::value, decltype(cluster)::value>;
         };
-        cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(T), cuda::WideRows::kAlways, stream, kernel_for, gp, yp,
-                                             xp, g);
+        cuda::launch_inner_tiles<(kVec > 1), kHold>(g, kVec, sizeof(T), cuda::WideRows::kAlways, stream, kernel_for,
+                                                     gp, yp, xp, g);
       };
       constexpr int kVec = cuda::kMaxVec<T>;
       if (g.inner % kVec == 0 && cuda::is_aligned(gp, 16) && cuda::is_aligned(yp, 16) && cuda::is_aligned(xp, 16))
-        launch(std::integral_constant<int, kVec>());
+        launch(std::integral_constant<int, kVec>(), std::integral_constant<int, cuda::kInnerHold>());
       else
-        launch(std::integral_constant<int, 1>());
+        launch(std::integral_constant<int, 1>(), std::integral_constant<int, cuda::kInnerScalarHold<T, true>>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
@@ -720,26 +720,26 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
     const In* xp = x.const_data_ptr<In>();
     Out* yp = y.mutable_data_ptr<Out>();
     const cuda::ForcedStrategy forced;
-    auto launch = [&](auto vec) {
-      constexpr int kVec = decltype(vec)::value;
-      if (cuda::inner_split_wanted<false>(g, kVec, sizeof(In), forced) &&
+    auto launch = [&](auto vec, auto hold) {
+      constexpr int kVec = decltype(vec)::value, kHold = decltype(hold)::value;
+      if (cuda::inner_split_wanted<false>(g, kVec, sizeof(In), kHold, forced) &&
           cuda::launch_inner_split<kVec>(cuda::SoftmaxInner<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
         return;
       }
       // Rows of 64 bytes where they still hold the share, for 32-bit inputs (launch.h's WideRows).
       const cuda::WideRows wide_rows = sizeof(In) == 4 ? cuda::WideRows::kWhereHeld : cuda::WideRows::kNever;
-      const auto kernel_for = [](auto hold, auto cluster, auto two_blocks) {
+      const auto kernel_for = [](auto held, auto cluster, auto two_blocks) {
         // 32-bit shares fit two blocks an SM as they are (64 registers): no second kernel.
         constexpr bool kTwoBlocks = decltype(two_blocks)::value && sizeof(In) == 2;
-        return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(hold)::value, decltype(cluster)::value, kTwoBlocks>;
+        return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(held)::value, decltype(cluster)::value, kTwoBlocks>;
       };
-      cuda::launch_inner_tiles<(kVec > 1)>(g, kVec, sizeof(In), wide_rows, stream, kernel_for, xp, yp, g);
+      cuda::launch_inner_tiles<(kVec > 1), kHold>(g, kVec, sizeof(In), wide_rows, stream, kernel_for, xp, yp, g);
     };
     constexpr int kVec = cuda::kMaxVec<In>;
     if (g.inner % kVec == 0 && cuda::is_aligned(xp, 16) && cuda::is_aligned(yp, sizeof(Out) * kVec))
-      launch(std::integral_constant<int, kVec>());
+      launch(std::integral_constant<int, kVec>(), std::integral_constant<int, cuda::kInnerHold>());
     else
-      launch(std::integral_constant<int, 1>());
+      launch(std::integral_constant<int, 1>(), std::integral_constant<int, cuda::kInnerScalarHold<In, false>>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
