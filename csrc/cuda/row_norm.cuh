@@ -909,6 +909,14 @@ constexpr int kInnerHold = 8;
 // (at 16) 1869 -> 905; bfloat16 (1024, 65535) forward 307 -> 360 at 32, even at 16.
 template <typename T, bool kBackward>
 constexpr int kInnerScalarHold = sizeof(T) == 2 ? kInnerHold : kBackward && sizeof(T) == 8 ? 16 : 32;
+// 8-byte packs a thread holds in the forward of 16-bit inputs whose inner dim is a multiple of 4
+// but not 8 (as many registers as kInnerHold 16-byte packs; the launcher gives them no clusters).
+// H100, us, scalar loads -> 8-byte packs (h100_study/session34_wide_rows.txt, section 11):
+// bfloat16 over dim 1 (32, 1024, 1020) 141.6 -> 91.2, (64, 256, 4092) 298.7 -> 143.5, (64, 256,
+// 196) 22.4 -> 15.4, over dim 0 (1024, 65532) 269.5 -> 210.9, (4096, 1020) 38.0 -> 26.1. Left
+// with scalar loads: the backward (held shares faster, 180 -> 95 us, streamed ones slower,
+// (16, 2048, 1020) 174 -> 198) and float32 8-byte packs (mixed against 32 scalars a thread).
+constexpr int kInnerHalfHold = 16;
 
 // Shared memory of an inner-dim kernel combining values of type T, kV per thread: `part` for the
 // combine over a block's rows of threads (in two halves where the rows share warps) and, in

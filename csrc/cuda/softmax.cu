@@ -733,12 +733,26 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
         constexpr bool kTwoBlocks = decltype(two_blocks)::value && sizeof(In) == 2;
         return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(held)::value, decltype(cluster)::value, kTwoBlocks>;
       };
-      cuda::launch_inner_tiles<(kVec > 1), kHold>(g, kVec, sizeof(In), wide_rows, stream, kernel_for, xp, yp, g);
+      cuda::launch_inner_tiles<(kVec == cuda::kMaxVec<In>), kHold>(g, kVec, sizeof(In), wide_rows, stream, kernel_for, xp,
+                                                                   yp, g);
     };
-    constexpr int kVec = cuda::kMaxVec<In>;
-    if (g.inner % kVec == 0 && cuda::is_aligned(xp, 16) && cuda::is_aligned(yp, sizeof(Out) * kVec))
-      launch(std::integral_constant<int, kVec>(), std::integral_constant<int, cuda::kInnerHold>());
-    else
+    constexpr int kVec = cuda::kMaxVec<In>, kHalf = kVec / 2;
+    auto fits = [&](int vec) {
+      return g.inner % vec == 0 && cuda::is_aligned(xp, vec * static_cast<int>(sizeof(In))) &&
+             cuda::is_aligned(yp, vec * static_cast<int>(sizeof(Out)));
+    };
+    // 16-bit inputs whose inner dim is a multiple of half the pack: 8-byte packs (kInnerHalfHold).
+    auto half = [&] {
+      if constexpr (sizeof(In) == 2) {
+        if (fits(kHalf)) {
+          launch(std::integral_constant<int, kHalf>(), std::integral_constant<int, cuda::kInnerHalfHold>());
+          return true;
+        }
+      }
+      return false;
+    };
+    if (fits(kVec)) launch(std::integral_constant<int, kVec>(), std::integral_constant<int, cuda::kInnerHold>());
+    else if (!half())
       launch(std::integral_constant<int, 1>(), std::integral_constant<int, cuda::kInnerScalarHold<In, false>>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
