@@ -533,6 +533,11 @@ inline double exp_nonpositive(double x) { return std::exp(x); }
 // ---------------------------------------------------------------------------------------------
 // Row-wise ops. Each row is cut into chunks of kChunk; phase 1 reduces each chunk to partial
 // statistics, phase 2 combines a row's partials, phase 3 writes the chunk's outputs.
+// Softmax writes exp(x - max) times the reciprocal of the sum, taken once a row (a column in
+// softmax_inner_kernel), as the CUDA kernels do, not a division an element: 2-core EPYC, best of
+// 7 in each of three interleaved rounds, ms: float16 64 x 65536 rows 4.17-4.21 -> 3.90-3.95,
+// bfloat16 4096 x 1024 rows 2.74-2.77 -> 2.58-2.70, float32 32 x 1024 x 64 over dim 1 1.94-2.03
+// -> 1.81-1.93 (the rest within this machine's noise).
 
 template <typename Acc>
 struct SoftmaxStats {
@@ -585,9 +590,9 @@ void softmax_short_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
       const In* xr = x + r * g.x_row_stride;
       Out* yr = y + r * g.y_row_stride;
       const Acc m = reduce_plain<Acc, MaxOp<Acc>>(xr, g.cols, 1);
-      const Acc s = exp_and_sum(xr, m, e, g.cols);
+      const Acc inv = Acc(1) / exp_and_sum(xr, m, e, g.cols);
       const auto ya = out_acc(yr, e);
-      for (int64_t i = 0; i < g.cols; ++i) ya[i] = e[i] / s;
+      for (int64_t i = 0; i < g.cols; ++i) ya[i] = e[i] * inv;
       store_run<Acc>(ya, yr, g.cols);
     }
   });
@@ -610,8 +615,9 @@ void softmax_rows_kernel(const In* x, Out* y, const RowGeometry& g) {
   });
   for_each_row_chunk(g.rows, g.cols, [&](int64_t r, int64_t, int64_t c0, int64_t n) {
     const SoftmaxStats<Acc> s = stats[r * chunks];
+    const Acc inv = Acc(1) / s.sum;
     map_blocks<Acc>(x + r * g.x_row_stride + c0, y + r * g.y_row_stride + c0, n, [&](auto xa, auto ya, int64_t m) {
-      for (int64_t i = 0; i < m; ++i) ya[i] = exp_nonpositive(xa[i] - s.max) / s.sum;
+      for (int64_t i = 0; i < m; ++i) ya[i] = exp_nonpositive(xa[i] - s.max) * inv;
     });
   });
 }
@@ -632,10 +638,11 @@ void softmax_inner_kernel(const In* x, Out* y, const InnerGeometry& g) {
         const auto xa = as_acc(xb + c * g.inner, width, buf);
         for (int64_t i = 0; i < width; ++i) s[i] += exp_nonpositive(xa[i] - m[i]);
       }
+      for (int64_t i = 0; i < width; ++i) s[i] = Acc(1) / s[i];
       for (int64_t c = 0; c < g.cols; ++c) {
         const auto xa = as_acc(xb + c * g.inner, width, buf);
         const auto ya = out_acc(yb + c * g.inner, buf);
-        for (int64_t i = 0; i < width; ++i) ya[i] = exp_nonpositive(xa[i] - m[i]) / s[i];
+        for (int64_t i = 0; i < width; ++i) ya[i] = exp_nonpositive(xa[i] - m[i]) * s[i];
         store_run<Acc>(ya, yb + c * g.inner, width);
       }
     }
