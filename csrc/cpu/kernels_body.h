@@ -535,7 +535,7 @@ inline double exp_nonpositive(double x) { return std::exp(x); }
 // statistics, phase 2 combines a row's partials, phase 3 writes the chunk's outputs.
 // Softmax writes exp(x - max) times the reciprocal of the sum, taken once a row (a column in
 // softmax_inner_kernel), as the CUDA kernels do, not a division an element: 2-core EPYC, best of
-// 7 in each of three interleaved rounds, ms: float16 64 x 65536 rows 4.17-4.21 -> 3.90-3.95,
+// 7 in each of three interleaved rounds, ms: float16 64 x 65536 rows 4.19-4.21 -> 3.90-3.95,
 // bfloat16 4096 x 1024 rows 2.74-2.77 -> 2.58-2.70, float32 32 x 1024 x 64 over dim 1 1.94-2.03
 // -> 1.81-1.93 (the rest within this machine's noise).
 
