@@ -180,6 +180,7 @@ inline bool inner_held(const InnerGeometry& g, int vec, int element_bytes, int h
 inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max,
                               int max_cluster, WideRows wide_rows) {
   const int64_t packs = ceil_div(g.inner, vec), enough = sm_count() * 4;
+  const int64_t cluster_free = sm_count() * 7 / 8;  // tiles that need no clusters
   auto rows_to_hold = [&](int width, int c) { return inner_rows_to_hold(g, width, c, hold, threads_max); };
   auto plan = [&](const int narrowest) {
     int ty = rows_to_hold(narrowest, 1);
@@ -203,7 +204,7 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
     const int64_t tile_bytes = g.cols * tx * vec * element_bytes;
     auto may_double = [&](int c) { return c < most && tile_bytes / (2 * c) >= kInnerClusterMinBytes; };
     int c = 1;
-    while (may_double(c) && tiles * c < sm_count() * 7 / 8) c *= 2;
+    while (may_double(c) && tiles * c < cluster_free) c *= 2;
     while (may_double(c) && int64_t{c} * rows_to_hold(tx, c) * hold < g.cols) c *= 2;
     if (c == 1) return blocks;
     const int cy = rows_to_hold(tx, c);
@@ -213,7 +214,7 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
   const int wide = std::max(narrowest, kInnerWideBytes / (vec * element_bytes));
   const bool wide_ok = wide_rows == WideRows::kAlways ||
                        (wide_rows == WideRows::kWhereHeld && int64_t{rows_to_hold(wide, 1)} * hold >= g.cols);
-  if (wide > narrowest && wide_ok && g.outer * ceil_div(packs, wide) >= sm_count() * 7 / 8) return plan(wide);
+  if (wide > narrowest && wide_ok && g.outer * ceil_div(packs, wide) >= cluster_free) return plan(wide);
   return plan(narrowest);
 }
 

@@ -917,6 +917,12 @@ constexpr int kInnerScalarHold = sizeof(T) == 2 ? kInnerHold : kBackward && size
 // with scalar loads: the backward (held shares faster, 180 -> 95 us, streamed ones slower,
 // (16, 2048, 1020) 174 -> 198) and float32 8-byte packs (mixed against 32 scalars a thread).
 constexpr int kInnerHalfHold = 16;
+// Packs of kVec elements a thread of the inner tiles holds: kInnerHold of 16 bytes,
+// kInnerHalfHold of 8 (the 16-bit forward's), kInnerScalarHold single values.
+template <typename T, int kVec, bool kBackward>
+constexpr int kInnerHoldFor = kVec * sizeof(T) == 16 ? kInnerHold
+                              : kVec == 1                ? kInnerScalarHold<T, kBackward>
+                                                         : kInnerHalfHold;
 
 // Shared memory of an inner-dim kernel combining values of type T, kV per thread: `part` for the
 // combine over a block's rows of threads (in two halves where the rows share warps) and, in

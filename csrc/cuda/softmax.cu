@@ -626,7 +626,7 @@ bool launch_inner_split(const P& p, const InnerGeometry& g, const at::Tensor& li
 // Whether softmax (kBackward: its backward) over a middle dim takes the split kernels rather
 // than the tiles (REDUCE_OPS_STRATEGY=split or =tiles forces either), by the tiles at the
 // narrowest width (32 bytes a row): split where they are at most a quarter of the SMs; the
-// forward also where a plain block cannot hold a tile's cols in registers (kInnerHold packs a
+// forward also where a plain block cannot hold a tile's cols in registers (`hold` packs a
 // thread, kInnerThreads threads), the tiles are at most 4 per SM and the input kInnerSplitBytes
 // or more. Below that the split's floor (two launches, 23-30 us for 16-32 MB of traffic) loses to
 // the tiles' clusters; rechecked after the fold launch's online combine lost its branches (fold
@@ -669,8 +669,8 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
     T* xp = grad_x.mutable_data_ptr<T>();
     if (g.inner > 1) {
       const cuda::ForcedStrategy forced;
-      auto launch = [&](auto vec, auto hold) {
-        constexpr int kVec = decltype(vec)::value, kHold = decltype(hold)::value;
+      auto launch = [&](auto vec) {
+        constexpr int kVec = decltype(vec)::value, kHold = cuda::kInnerHoldFor<T, kVec, true>;
         if (cuda::inner_split_wanted<true>(g, kVec, sizeof(T), kHold, forced) &&
             cuda::launch_inner_split<kVec>(cuda::SoftmaxBackwardInner<T, Acc, kVec>{gp, yp, xp}, g, grad, stream)) {
           return;
@@ -685,9 +685,9 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
       };
       constexpr int kVec = cuda::kMaxVec<T>;
       if (g.inner % kVec == 0 && cuda::is_aligned(gp, 16) && cuda::is_aligned(yp, 16) && cuda::is_aligned(xp, 16))
-        launch(std::integral_constant<int, kVec>(), std::integral_constant<int, cuda::kInnerHold>());
+        launch(std::integral_constant<int, kVec>());
       else
-        launch(std::integral_constant<int, 1>(), std::integral_constant<int, cuda::kInnerScalarHold<T, true>>());
+        launch(std::integral_constant<int, 1>());
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
@@ -720,8 +720,8 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
     const In* xp = x.const_data_ptr<In>();
     Out* yp = y.mutable_data_ptr<Out>();
     const cuda::ForcedStrategy forced;
-    auto launch = [&](auto vec, auto hold) {
-      constexpr int kVec = decltype(vec)::value, kHold = decltype(hold)::value;
+    auto launch = [&](auto vec) {
+      constexpr int kVec = decltype(vec)::value, kHold = cuda::kInnerHoldFor<In, kVec, false>;
       if (cuda::inner_split_wanted<false>(g, kVec, sizeof(In), kHold, forced) &&
           cuda::launch_inner_split<kVec>(cuda::SoftmaxInner<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
         return;
@@ -745,15 +745,14 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
     auto half = [&] {
       if constexpr (sizeof(In) == 2) {
         if (fits(kHalf)) {
-          launch(std::integral_constant<int, kHalf>(), std::integral_constant<int, cuda::kInnerHalfHold>());
+          launch(std::integral_constant<int, kHalf>());
           return true;
         }
       }
       return false;
     };
-    if (fits(kVec)) launch(std::integral_constant<int, kVec>(), std::integral_constant<int, cuda::kInnerHold>());
-    else if (!half())
-      launch(std::integral_constant<int, 1>(), std::integral_constant<int, cuda::kInnerScalarHold<In, false>>());
+    if (fits(kVec)) launch(std::integral_constant<int, kVec>());
+    else if (!half()) launch(std::integral_constant<int, 1>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
