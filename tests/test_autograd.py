@@ -128,11 +128,14 @@ def reference_softmax_backward(grad, out, dim):
 # past the unrolled loop's step and not a multiple of it, inner a multiple of the pack or not,
 # rows of threads in one warp and in 16 ((1100, 2048)), tiles of 64-byte rows held ((600, 4096); float32
 # also (2, 700, 1024)) and streamed where 32-byte rows would hold ((1100, 4096)), scalar loads
-# held 32 values a thread (float32; float64 16) and streamed (16-bit) ((600, 1023)).
+# held 32 values a thread (float32; float64 16) and streamed (16-bit) ((600, 1023)); 16-bit inner dims
+# a multiple of 4 but not 8 (8-byte packs): held ((2, 700, 1020), (1100, 2044)), held in 32-byte rows
+# where 64-byte rows would stream ((1100, 4092)), streamed ((2100, 1020)).
 BACKWARD_SHAPES = [((5, 1), -1), ((7, 33), -1), ((3, 1000), -1), ((2, 5000), 1), ((4, 6, 9), 1),
                    ((6, 5, 4), 0), ((3000, 64), 0), ((2, 700, 1024), 1), ((64, 21, 520), 1),
                    ((5, 9000, 8), 1), ((1, 70000, 16), 1), ((999, 13), 0), ((1100, 2048), 0),
-                   ((600, 4096), 0), ((1100, 4096), 0), ((600, 1023), 0)]
+                   ((600, 4096), 0), ((1100, 4096), 0), ((600, 1023), 0), ((2, 700, 1020), 1),
+                   ((1100, 2044), 0), ((1100, 4092), 0), ((2100, 1020), 0)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16],

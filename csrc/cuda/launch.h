@@ -144,7 +144,11 @@ constexpr int64_t kInnerClusterMinBytes = 16384;
 //               33.5 -> 35.0, (1024, 16384) 38.5 -> 39.5);
 //   kWhereHeld  where the wider tile still holds the share (32-bit forward; streamed, it lost:
 //               float32 (16, 2048, 1024) over dim 1 121 -> 166);
-//   kAlways     held or streamed (backward).
+//   kHeldFirst  where the wider tile holds the share, or neither width does (16-bit backward with
+//               8-byte packs: a tile of 32-byte rows holding 512 threads' shares beat one of
+//               64-byte rows streaming them, bfloat16 (16, 2048, 1020) over dim 1 201 -> 115 us,
+//               (2048, 8188) over dim 0 77.6 -> 69.5);
+//   kAlways     held or streamed (backward with 16-byte packs and scalar loads).
 // H100, us, 32 -> 64-byte rows (h100_study/session34_wide_rows.txt): float32 forward over dim 0
 // (1024, 65536) 251.6 -> 224.7, (1024, 16384) 67.3 -> 62.7, (768, 32768) 95.1 -> 90.2, over dim 1
 // (32, 1024, 1024) 117.7 -> 105.5, (8, 1024, 4096) 118.7 -> 107.1, but (600, 20000) 53.3 -> 54.5;
@@ -154,7 +158,7 @@ constexpr int64_t kInnerClusterMinBytes = 16384;
 // (1024, 65536) 357.6 -> 339.9, (32, 1024, 1024) 168.5 -> 148.9, (16, 2048, 1024) 171.0 -> 156.1,
 // (600, 20000) 69.4 -> 64.4, unaligned (1024, 65535) 870 -> 646; float64 (32, 1024, 1024) 343 -> 304.
 constexpr int kInnerWideBytes = 64;
-enum class WideRows { kNever, kWhereHeld, kAlways };
+enum class WideRows { kNever, kWhereHeld, kHeldFirst, kAlways };
 
 // The narrowest inner tile row, in packs of `vec` elements: 32 bytes (a sector), or
 // REDUCE_OPS_INNER_NARROWEST bytes (a developer knob).
@@ -212,8 +216,10 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
   };
   const int narrowest = inner_narrowest(vec, element_bytes);
   const int wide = std::max(narrowest, kInnerWideBytes / (vec * element_bytes));
+  auto holds = [&](int width) { return int64_t{rows_to_hold(width, 1)} * hold >= g.cols; };
   const bool wide_ok = wide_rows == WideRows::kAlways ||
-                       (wide_rows == WideRows::kWhereHeld && int64_t{rows_to_hold(wide, 1)} * hold >= g.cols);
+                       (wide_rows == WideRows::kWhereHeld && holds(wide)) ||
+                       (wide_rows == WideRows::kHeldFirst && (holds(wide) || !holds(narrowest)));
   if (wide > narrowest && wide_ok && g.outer * ceil_div(packs, wide) >= cluster_free) return plan(wide);
   return plan(narrowest);
 }

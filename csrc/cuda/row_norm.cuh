@@ -909,16 +909,18 @@ constexpr int kInnerHold = 8;
 // (at 16) 1869 -> 905; bfloat16 (1024, 65535) forward 307 -> 360 at 32, even at 16.
 template <typename T, bool kBackward>
 constexpr int kInnerScalarHold = sizeof(T) == 2 ? kInnerHold : kBackward && sizeof(T) == 8 ? 16 : 32;
-// 8-byte packs a thread holds in the forward of 16-bit inputs whose inner dim is a multiple of 4
-// but not 8 (as many registers as kInnerHold 16-byte packs; the launcher gives them no clusters).
-// H100, us, scalar loads -> 8-byte packs (h100_study/session34_wide_rows.txt, section 11):
-// bfloat16 over dim 1 (32, 1024, 1020) 141.6 -> 91.2, (64, 256, 4092) 298.7 -> 143.5, (64, 256,
-// 196) 22.4 -> 15.4, over dim 0 (1024, 65532) 269.5 -> 210.9, (4096, 1020) 38.0 -> 26.1. Left
-// with scalar loads: the backward (held shares faster, 180 -> 95 us, streamed ones slower,
-// (16, 2048, 1020) 174 -> 198) and float32 8-byte packs (mixed against 32 scalars a thread).
+// 8-byte packs a thread holds where 16-bit inputs have an inner dim that is a multiple of 4 but
+// not 8 (as many registers as kInnerHold 16-byte packs; the launchers give them no clusters).
+// H100, us, scalar loads -> 8-byte packs: forward (h100_study/session34_wide_rows.txt, section
+// 11) bfloat16 over dim 1 (32, 1024, 1020) 141.6 -> 91.2, (64, 256, 4092) 298.7 -> 143.5, (64,
+// 256, 196) 22.4 -> 15.4, over dim 0 (1024, 65532) 269.5 -> 210.9, (4096, 1020) 38.0 -> 26.1;
+// backward (h100_study/session35_half_backward.txt), with tile rows of 32 bytes where only those
+// hold (launch.h's WideRows::kHeldFirst), (32, 1024, 1020) 178.8 -> 92.6, (16, 2048, 1020) 172.9
+// -> 114.8, (1024, 65532) 297.8 -> 209.8, (8192, 4092) 235.6 -> 184.1, but (2, 3000, 7004) 215.6
+// -> 255.4 (streamed). float32 keeps its 32 scalars a thread (8-byte packs were mixed).
 constexpr int kInnerHalfHold = 16;
 // Packs of kVec elements a thread of the inner tiles holds: kInnerHold of 16 bytes,
-// kInnerHalfHold of 8 (the 16-bit forward's), kInnerScalarHold single values.
+// kInnerHalfHold of 8 (16-bit inputs'), kInnerScalarHold single values.
 template <typename T, int kVec, bool kBackward>
 constexpr int kInnerHoldFor = kVec * sizeof(T) == 16 ? kInnerHold
                               : kVec == 1                ? kInnerScalarHold<T, kBackward>

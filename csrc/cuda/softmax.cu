@@ -559,6 +559,20 @@ void launch_inner_tiles(const InnerGeometry& g, int vec, int element_bytes, Wide
   launch(inner_tiles(g, vec, element_bytes, kHold, kInnerThreads, 1, wide_rows), std::false_type());
 }
 
+// launch(std::integral_constant<int, vec>) for the widest pack of the inner-dim kernels that
+// fits(bytes) allows (an inner dim that is a whole number of packs, aligned storage): 16 bytes,
+// 8 for 16-bit elements (kInnerHalfHold a thread: a multiple of 4 values but not 8, where scalar
+// loads, one 2-byte value an instruction, set the pace), else single values.
+template <typename T, typename Fits, typename Launch>
+void launch_widest_inner_pack(Fits fits, Launch launch) {
+  constexpr int kVec = kMaxVec<T>;
+  if (fits(16)) return launch(std::integral_constant<int, kVec>());
+  if constexpr (sizeof(T) == 2) {
+    if (fits(8)) return launch(std::integral_constant<int, kVec / 2>());
+  }
+  launch(std::integral_constant<int, 1>());
+}
+
 // Split inner plan (row_norm.cuh's split inner-dim kernels): blocks of kInnerSplitThreads,
 // blockDim.x packs across the columns (the inner packs rounded up to a power of two, at most
 // REDUCE_OPS_INNER_SPLIT_TX, default kInnerSplitTx), the rest rows of threads; the cols cut into
@@ -676,18 +690,21 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
           return;
         }
         // The held shares (two tensors' packs) take ~100 registers: no kernel for two blocks an SM.
-        // Rows of 64 bytes wherever they leave enough tiles, held or not (launch.h's WideRows).
+        // Rows of 64 bytes wherever they leave enough tiles, held or not, but for 8-byte packs
+        // where only 32-byte rows hold (launch.h's WideRows).
         const auto kernel_for = [](auto held, auto cluster, auto) {
           return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(held)::value, decltype(cluster)::value>;
         };
-        cuda::launch_inner_tiles<(kVec > 1), kHold>(g, kVec, sizeof(T), cuda::WideRows::kAlways, stream, kernel_for,
-                                                     gp, yp, xp, g);
+        constexpr bool kFull = kVec == cuda::kMaxVec<T>;
+        const cuda::WideRows wide_rows = kFull || kVec == 1 ? cuda::WideRows::kAlways : cuda::WideRows::kHeldFirst;
+        cuda::launch_inner_tiles<kFull, kHold>(g, kVec, sizeof(T), wide_rows, stream, kernel_for, gp, yp, xp, g);
       };
-      constexpr int kVec = cuda::kMaxVec<T>;
-      if (g.inner % kVec == 0 && cuda::is_aligned(gp, 16) && cuda::is_aligned(yp, 16) && cuda::is_aligned(xp, 16))
-        launch(std::integral_constant<int, kVec>());
-      else
-        launch(std::integral_constant<int, 1>());
+      cuda::launch_widest_inner_pack<T>(
+          [&](int bytes) {
+            return g.inner % (bytes / static_cast<int>(sizeof(T))) == 0 && cuda::is_aligned(gp, bytes) &&
+                   cuda::is_aligned(yp, bytes) && cuda::is_aligned(xp, bytes);
+          },
+          launch);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
@@ -736,23 +753,13 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
       cuda::launch_inner_tiles<(kVec == cuda::kMaxVec<In>), kHold>(g, kVec, sizeof(In), wide_rows, stream, kernel_for, xp,
                                                                    yp, g);
     };
-    constexpr int kVec = cuda::kMaxVec<In>, kHalf = kVec / 2;
-    auto fits = [&](int vec) {
-      return g.inner % vec == 0 && cuda::is_aligned(xp, vec * static_cast<int>(sizeof(In))) &&
-             cuda::is_aligned(yp, vec * static_cast<int>(sizeof(Out)));
-    };
-    // 16-bit inputs whose inner dim is a multiple of half the pack: 8-byte packs (kInnerHalfHold).
-    auto half = [&] {
-      if constexpr (sizeof(In) == 2) {
-        if (fits(kHalf)) {
-          launch(std::integral_constant<int, kHalf>());
-          return true;
-        }
-      }
-      return false;
-    };
-    if (fits(kVec)) launch(std::integral_constant<int, kVec>());
-    else if (!half()) launch(std::integral_constant<int, 1>());
+    cuda::launch_widest_inner_pack<In>(
+        [&](int bytes) {
+          const int vec = bytes / static_cast<int>(sizeof(In));
+          return g.inner % vec == 0 && cuda::is_aligned(xp, bytes) &&
+                 cuda::is_aligned(yp, vec * static_cast<int>(sizeof(Out)));
+        },
+        launch);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
