@@ -743,8 +743,11 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
           cuda::launch_inner_split<kVec>(cuda::SoftmaxInner<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
         return;
       }
-      // Rows of 64 bytes where they still hold the share, for 32-bit inputs (launch.h's WideRows).
-      const cuda::WideRows wide_rows = sizeof(In) == 4 ? cuda::WideRows::kWhereHeld : cuda::WideRows::kNever;
+      // Rows of 64 bytes where they still hold the share, for 32-bit inputs; for 16-bit inputs
+      // wherever they leave enough tiles with 8-byte packs, never with 16-byte ones (launch.h's WideRows).
+      const cuda::WideRows wide_rows = sizeof(In) == 4                 ? cuda::WideRows::kWhereHeld
+                                       : kVec == cuda::kMaxVec<In> / 2 ? cuda::WideRows::kAlways
+                                                                       : cuda::WideRows::kNever;
       const auto kernel_for = [](auto held, auto cluster, auto two_blocks) {
         // 32-bit shares fit two blocks an SM as they are (64 registers): no second kernel.
         constexpr bool kTwoBlocks = decltype(two_blocks)::value && sizeof(In) == 2;
