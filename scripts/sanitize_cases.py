@@ -108,14 +108,15 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # backward, and the float32 forward, held), with scalar loads ((1, 600, 1023): float32 32
     # values a thread) and 8-byte packs (16-bit: (1, 600, 1020) held, (1, 2100, 1020) streamed,
     # in 32-byte rows; (1, 600, 4092) held in 64-byte rows; (1, 1100, 4092) the forward streamed
-    # in 64-byte rows, the backward held in 32); then the split (fold, apply) with one level of
-    # last-block folds and with two (groups of 4 segments).
+    # in 64-byte rows, the backward held in 32); scalar loads ((1, 600, 4095): 64-byte rows;
+    # (2, 3000, 1023): float64 held in 32-byte rows, 16-bit streamed); then the split (fold,
+    # apply) with one level of last-block folds and with two (groups of 4 segments).
     for strategy, group in (("tiles", None), ("split", None), ("split", "4")):
         os.environ["REDUCE_OPS_STRATEGY"] = strategy
         if group:
             os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = group
         blocks = [(1, 1100, 2048), (1, 600, 4096), (1, 600, 1023), (1, 600, 1020), (1, 2100, 1020),
-                  (1, 600, 4092), (1, 1100, 4092)]
+                  (1, 600, 4092), (1, 1100, 4092), (1, 600, 4095), (2, 3000, 1023)]
         if strategy != "tiles":
             blocks = []
         for shape in [(6, 50, 9), (1, 3000, 40), (1, 20000, 16)] + blocks:

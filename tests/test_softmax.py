@@ -70,10 +70,14 @@ def test_softmax_dims(device, dtype, shape, dim, api):
 # thread (kInnerScalarHold), 16-bit streamed. 16-bit in 8-byte packs (kInnerHalfHold; float32:
 # 16-byte packs): (2, 700, 1020), (1100, 2044) held in 32-byte rows (too few tiles for 64), (600,
 # 4092) held in 64-byte rows, (1100, 4092) streamed in 64-byte rows, (2100, 1020) streamed in 32.
+# Scalar loads: (100, 4095) held in 64-byte rows (16-bit), (600, 4095) held (float32, float64) and
+# streamed (16-bit) in 64-byte rows, (2, 3000, 1023) float64 held in 32-byte rows (64 would stream),
+# 16-bit streamed, float32 split; (2100, 1843) float32 streamed in 64-byte rows (neither holds).
 INNER_CASES = [((4096, 64), 0), ((3000, 40), 0), ((2, 700, 1024), 1), ((64, 21, 520), 1),
                ((8, 3, 4096), 1), ((5, 9000, 8), 1), ((1, 70000, 16), 1), ((999, 13), 0), ((1100, 2048), 0),
                ((600, 4096), 0), ((1100, 4096), 0), ((600, 1023), 0), ((2, 700, 1020), 1), ((1100, 2044), 0),
-               ((600, 4092), 0), ((1100, 4092), 0), ((2100, 1020), 0)]
+               ((600, 4092), 0), ((1100, 4092), 0), ((2100, 1020), 0), ((100, 4095), 0), ((600, 4095), 0),
+               ((2, 3000, 1023), 1), ((2100, 1843), 0)]
 
 
 @pytest.mark.parametrize("shape,dim", INNER_CASES, ids=str)

@@ -141,18 +141,22 @@ constexpr int64_t kInnerClusterMinBytes = 16384;
 //   kNever      never (16-bit forward with 16-byte packs: its 512-thread blocks of 64-byte rows
 //               take the capped kernel, and lost as often as they won: H100, bfloat16 us, 32 ->
 //               64 bytes, over dim 0 (1024, 8192) 24.8 -> 22.9, (1024, 4096) 15.2 -> 16.4,
-//               (600, 20000) 33.5 -> 35.0, (1024, 16384) 38.5 -> 39.5);
-//   kWhereHeld  where the wider tile still holds the share (32-bit forward; streamed, it lost:
-//               float32 (16, 2048, 1024) over dim 1 121 -> 166);
+//               (600, 20000) 33.5 -> 35.0, (1024, 16384) 38.5 -> 39.5; float64 forward with
+//               16-byte packs: (1024, 65536) 594 -> 636);
+//   kWhereHeld  where the wider tile still holds the share (float32 forward with 16-byte packs;
+//               streamed, it lost: float32 (16, 2048, 1024) over dim 1 121 -> 166);
 //   kHeldFirst  where the wider tile holds the share, or neither width does (16-bit backward with
 //               8-byte packs: a tile of 32-byte rows holding 512 threads' shares beat one of
 //               64-byte rows streaming them, bfloat16 (16, 2048, 1020) over dim 1 201 -> 115 us,
-//               (2048, 8188) over dim 0 77.6 -> 69.5);
+//               (2048, 8188) over dim 0 77.6 -> 69.5; 32- and 64-bit forward with scalar loads:
+//               float32 (2, 3000, 7001) over dim 1 490 -> 398, float64 (16, 2048, 1023) 450 ->
+//               367, where kAlways lost, float32 (16, 2048, 1023) 205 -> 301);
 //   kAlways     held or streamed (backward with 16-byte packs and scalar loads; 16-bit forward
-//               with 8-byte packs, faster on 9 of 20 shapes, within 1% on 9, streamed ones too:
-//               bfloat16 (2, 3000, 7004) over dim 1 220.2 -> 169.8, (2048, 8188) over dim 0
-//               65.7 -> 53.5, but (16, 2048, 1020) over dim 1 118.2 -> 123.5;
-//               h100_study/session35_half_backward.txt, section 6).
+//               with 8-byte packs and scalar loads, streamed shares too: bfloat16 (2, 3000,
+//               7004) over dim 1 220.2 -> 169.8, (2048, 8188) over dim 0 65.7 -> 53.5,
+//               (64, 256, 4095) over dim 1 299.7 -> 175.5, (16, 2048, 1023) 187.4 -> 135.4, but
+//               (16, 2048, 1020) 118.2 -> 123.5; h100_study/session35_tile_rows.txt,
+//               sections 6 and 8).
 // H100, us, 32 -> 64-byte rows (h100_study/session34_wide_rows.txt): float32 forward over dim 0
 // (1024, 65536) 251.6 -> 224.7, (1024, 16384) 67.3 -> 62.7, (768, 32768) 95.1 -> 90.2, over dim 1
 // (32, 1024, 1024) 117.7 -> 105.5, (8, 1024, 4096) 118.7 -> 107.1, but (600, 20000) 53.3 -> 54.5;

@@ -914,9 +914,9 @@ constexpr int kInnerScalarHold = sizeof(T) == 2 ? kInnerHold : kBackward && size
 // H100, us, scalar loads -> 8-byte packs: forward (h100_study/session34_wide_rows.txt, section
 // 11) bfloat16 over dim 1 (32, 1024, 1020) 141.6 -> 91.2, (64, 256, 4092) 298.7 -> 143.5, (64,
 // 256, 196) 22.4 -> 15.4, over dim 0 (1024, 65532) 269.5 -> 210.9, (4096, 1020) 38.0 -> 26.1,
-// then 64-byte tile rows (launch.h's WideRows::kAlways; session35_half_backward.txt, section 6)
+// then 64-byte tile rows (launch.h's WideRows::kAlways; session35_tile_rows.txt, section 6)
 // (2, 3000, 7004) over dim 1 220.2 -> 169.8, (1024, 65532) 209.5 -> 200.3; backward
-// (h100_study/session35_half_backward.txt), with tile rows of 32 bytes where only those
+// (h100_study/session35_tile_rows.txt), with tile rows of 32 bytes where only those
 // hold (launch.h's WideRows::kHeldFirst), (32, 1024, 1020) 178.8 -> 92.6, (16, 2048, 1020) 172.9
 // -> 114.8, (1024, 65532) 297.8 -> 209.8, (8192, 4092) 235.6 -> 184.1, but (2, 3000, 7004) 215.6
 // -> 255.4 (streamed). float32 keeps its 32 scalars a thread (8-byte packs were mixed).

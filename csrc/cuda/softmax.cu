@@ -573,6 +573,19 @@ void launch_widest_inner_pack(Fits fits, Launch launch) {
   launch(std::integral_constant<int, 1>());
 }
 
+// Rows of 64 bytes in the inner tiles (launch.h's WideRows, where the measures are). Forward:
+// 16-bit inputs wherever they leave enough tiles but with 16-byte packs (never); 32- and 64-bit
+// scalar loads where they hold or neither width does; float32 16-byte packs where they hold;
+// float64 16-byte packs never. Backward: wherever they leave enough tiles, but with 8-byte packs
+// where they hold or neither width does.
+template <typename In, int kVec>
+constexpr WideRows kForwardWideRows = sizeof(In) == 2 ? (kVec == kMaxVec<In> ? WideRows::kNever : WideRows::kAlways)
+                                      : kVec == 1     ? WideRows::kHeldFirst
+                                      : sizeof(In) == 4 ? WideRows::kWhereHeld
+                                                        : WideRows::kNever;
+template <typename T, int kVec>
+constexpr WideRows kBackwardWideRows = kVec == kMaxVec<T> || kVec == 1 ? WideRows::kAlways : WideRows::kHeldFirst;
+
 // Split inner plan (row_norm.cuh's split inner-dim kernels): blocks of kInnerSplitThreads,
 // blockDim.x packs across the columns (the inner packs rounded up to a power of two, at most
 // REDUCE_OPS_INNER_SPLIT_TX, default kInnerSplitTx), the rest rows of threads; the cols cut into
@@ -690,14 +703,11 @@ void softmax_backward_cuda(const at::Tensor& grad, const at::Tensor& out, const 
           return;
         }
         // The held shares (two tensors' packs) take ~100 registers: no kernel for two blocks an SM.
-        // Rows of 64 bytes wherever they leave enough tiles, held or not, but for 8-byte packs
-        // where only 32-byte rows hold (launch.h's WideRows).
         const auto kernel_for = [](auto held, auto cluster, auto) {
           return &cuda::softmax_backward_inner_kernel<T, Acc, kVec, decltype(held)::value, decltype(cluster)::value>;
         };
-        constexpr bool kFull = kVec == cuda::kMaxVec<T>;
-        const cuda::WideRows wide_rows = kFull || kVec == 1 ? cuda::WideRows::kAlways : cuda::WideRows::kHeldFirst;
-        cuda::launch_inner_tiles<kFull, kHold>(g, kVec, sizeof(T), wide_rows, stream, kernel_for, gp, yp, xp, g);
+        cuda::launch_inner_tiles<(kVec == cuda::kMaxVec<T>), kHold>(g, kVec, sizeof(T), cuda::kBackwardWideRows<T, kVec>,
+                                                                    stream, kernel_for, gp, yp, xp, g);
       };
       cuda::launch_widest_inner_pack<T>(
           [&](int bytes) {
@@ -743,18 +753,13 @@ void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::T
           cuda::launch_inner_split<kVec>(cuda::SoftmaxInner<In, Out, Acc, kVec>{xp, yp}, g, x, stream)) {
         return;
       }
-      // Rows of 64 bytes where they still hold the share, for 32-bit inputs; for 16-bit inputs
-      // wherever they leave enough tiles with 8-byte packs, never with 16-byte ones (launch.h's WideRows).
-      const cuda::WideRows wide_rows = sizeof(In) == 4                 ? cuda::WideRows::kWhereHeld
-                                       : kVec == cuda::kMaxVec<In> / 2 ? cuda::WideRows::kAlways
-                                                                       : cuda::WideRows::kNever;
       const auto kernel_for = [](auto held, auto cluster, auto two_blocks) {
         // 32-bit shares fit two blocks an SM as they are (64 registers): no second kernel.
         constexpr bool kTwoBlocks = decltype(two_blocks)::value && sizeof(In) == 2;
         return &cuda::softmax_inner_kernel<In, Out, Acc, kVec, decltype(held)::value, decltype(cluster)::value, kTwoBlocks>;
       };
-      cuda::launch_inner_tiles<(kVec == cuda::kMaxVec<In>), kHold>(g, kVec, sizeof(In), wide_rows, stream, kernel_for, xp,
-                                                                   yp, g);
+      cuda::launch_inner_tiles<(kVec == cuda::kMaxVec<In>), kHold>(g, kVec, sizeof(In), cuda::kForwardWideRows<In, kVec>,
+                                                                   stream, kernel_for, xp, yp, g);
     };
     cuda::launch_widest_inner_pack<In>(
         [&](int bytes) {
