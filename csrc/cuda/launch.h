@@ -182,10 +182,15 @@ inline int inner_rows_to_hold(const InnerGeometry& g, int width, int c, int hold
   return y;
 }
 
-// Whether a plain block (threads_max threads, the narrowest tile row) holds its tile's cols in
-// `hold` packs a thread: inner_tiles' held, without clusters.
+// Whether a plain block (threads_max threads) of tile rows `width` packs wide holds its tile's
+// cols in `hold` packs a thread.
+inline bool inner_holds(const InnerGeometry& g, int width, int hold, int threads_max) {
+  return int64_t{inner_rows_to_hold(g, width, 1, hold, threads_max)} * hold >= g.cols;
+}
+
+// inner_holds at the narrowest tile row: inner_tiles' held, without clusters.
 inline bool inner_held(const InnerGeometry& g, int vec, int element_bytes, int hold, int threads_max) {
-  return int64_t{inner_rows_to_hold(g, inner_narrowest(vec, element_bytes), 1, hold, threads_max)} * hold >= g.cols;
+  return inner_holds(g, inner_narrowest(vec, element_bytes), hold, threads_max);
 }
 
 // REDUCE_OPS_INNER_CLUSTER (a developer knob) lowers max_cluster.
@@ -194,11 +199,13 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
   const int64_t packs = ceil_div(g.inner, vec), enough = sm_count() * 4;
   const int64_t cluster_free = sm_count() * 7 / 8;  // tiles that need no clusters
   auto rows_to_hold = [&](int width, int c) { return inner_rows_to_hold(g, width, c, hold, threads_max); };
+  auto holds = [&](int width) { return inner_holds(g, width, hold, threads_max); };
   auto plan = [&](const int narrowest) {
-    int ty = rows_to_hold(narrowest, 1);
-    const bool held = int64_t{ty} * hold >= g.cols;  // inner_held
-    if (!held) {
-      ty = 1;
+    const bool held = holds(narrowest);
+    int ty = 1;
+    if (held) {
+      ty = rows_to_hold(narrowest, 1);
+    } else {
       while (ty * narrowest < 256 && ty * 16 < g.cols) ty *= 2;
     }
     int tx = std::max(narrowest, 256 / ty);
@@ -224,7 +231,6 @@ inline InnerTiles inner_tiles(const InnerGeometry& g, int vec, int element_bytes
   };
   const int narrowest = inner_narrowest(vec, element_bytes);
   const int wide = std::max(narrowest, kInnerWideBytes / (vec * element_bytes));
-  auto holds = [&](int width) { return int64_t{rows_to_hold(width, 1)} * hold >= g.cols; };
   const bool wide_ok = wide_rows == WideRows::kAlways ||
                        (wide_rows == WideRows::kWhereHeld && holds(wide)) ||
                        (wide_rows == WideRows::kHeldFirst && (holds(wide) || !holds(narrowest)));
