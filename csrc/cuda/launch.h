@@ -285,6 +285,25 @@ int memoized_kernel_query(const void* kernel, int64_t shape_a, int64_t shape_b, 
   return it->second;
 }
 
+// Launches `kernel` on `grid` blocks of `block` threads with `smem` bytes of dynamic shared memory
+// as a programmatic dependent of the kernel before it in `stream` (sm_90+; a plain launch before):
+// its blocks may start while that kernel's last blocks run, and wait (wait_for_prerequisite,
+// primitives.cuh) for it to finish before touching what it writes.
+template <typename Kernel, typename... Args>
+void launch_dependent(Kernel kernel, int64_t grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = props().major >= 9 ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
 // Sets `config` up (with `attr`, its cluster dimension, which must outlive it) to launch `kernel`
 // on clusters of `blocks` blocks of `block` threads and `smem` bytes of dynamic shared memory
 // (a function of the block for a given kernel, so that the memoized answer stays right), its

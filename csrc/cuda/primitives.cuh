@@ -227,6 +227,23 @@ struct ScaleDivider {
   }
 };
 
+// Programmatic dependent launch (sm_90+; no-ops below, and in a grid not launched as a dependent).
+// A grid that another grid depends on lets it launch once every one of its blocks has called
+// allow_dependents(): the dependent's blocks then take SMs as this grid's last blocks leave them.
+// The dependent calls wait_for_prerequisite() before it reads anything the earlier grid wrote
+// (it returns once that grid has finished and its writes are visible) and before it writes
+// anything the earlier grid reads.
+__device__ __forceinline__ void allow_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisite() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // Bulk copies into shared memory (Hopper's TMA, sm_90+) completing on an mbarrier. These helpers
 // compile on every target; below sm_90 they trap, and the launchers never ask for them there.
 __device__ __forceinline__ unsigned shared_address(const void* p) {

@@ -738,13 +738,15 @@ struct SplitArgs {
 
 // Calls tile(p0, raw) for each tile of this thread's packs of `src` below `packs`: packs
 // p0 + u * blockDim.x (u < kSplitUnroll; p0 = threadIdx.x, then kSplitUnroll x blockDim.x on),
-// raw[u] holding pack p0 + u * blockDim.x's kVec values where that is below `packs`. A tile's
-// packs are all loaded before it is used, so that several are in flight (one at a time: H200
-// 8 x 2^24 bfloat16 softmax 46% of copy, 57% with four).
+// raw[u] holding pack p0 + u * blockDim.x's kVec values where that is below `packs`; the tiles
+// first to last, or last to first where kBackToFront. A tile's packs are all loaded before it is
+// used, so that several are in flight (one at a time: H200 8 x 2^24 bfloat16 softmax 46% of copy,
+// 57% with four).
 constexpr int kSplitUnroll = 4;
-template <typename In, int kVec, typename Tile>
+template <typename In, int kVec, bool kBackToFront = false, typename Tile>
 __device__ __forceinline__ void for_each_split_tile(const In* src, int64_t packs, Tile tile) {
-  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kSplitUnroll * static_cast<int64_t>(blockDim.x)) {
+  const int64_t step = kSplitUnroll * static_cast<int64_t>(blockDim.x);
+  auto load_tile = [&](int64_t p0) {
     In raw[kSplitUnroll][kVec];
 #pragma unroll
     for (int u = 0; u < kSplitUnroll; ++u) {
@@ -752,14 +754,22 @@ __device__ __forceinline__ void for_each_split_tile(const In* src, int64_t packs
       if (p < packs) load_pack<In, kVec>(src + p * kVec, raw[u]);
     }
     tile(p0, raw);
+  };
+  if constexpr (kBackToFront) {
+    for (int64_t p0 = threadIdx.x + ((packs + step - 1) / step - 1) * step; p0 >= 0; p0 -= step) {
+      if (p0 < packs) load_tile(p0);
+    }
+  } else {
+    for (int64_t p0 = threadIdx.x; p0 < packs; p0 += step) load_tile(p0);
   }
 }
 
 // Calls body(p, v) for this thread's packs p = threadIdx.x, threadIdx.x + blockDim.x, ... below
-// `packs` of `src`, in that order, v holding pack p's kVec values (loaded a tile at a time).
-template <typename In, int kVec, typename Body>
+// `packs` of `src`, v holding pack p's kVec values (loaded a tile at a time), in that order or,
+// where kBackToFront, a tile at a time from the last.
+template <typename In, int kVec, bool kBackToFront = false, typename Body>
 __device__ __forceinline__ void for_each_split_pack(const In* src, int64_t packs, Body body) {
-  for_each_split_tile<In, kVec>(src, packs, [&](int64_t p0, const In (&raw)[kSplitUnroll][kVec]) {
+  for_each_split_tile<In, kVec, kBackToFront>(src, packs, [&](int64_t p0, const In (&raw)[kSplitUnroll][kVec]) {
 #pragma unroll
     for (int u = 0; u < kSplitUnroll; ++u) {
       const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
@@ -777,6 +787,7 @@ constexpr int kSplitThreads = 512;
 template <typename In, typename Acc, typename Policy, int kVec>
 __device__ __forceinline__ void row_norm_partial_items(const In* __restrict__ x, RowPartial<Acc>* __restrict__ partial,
                                                        const RowGeometry& g, const SplitArgs& s) {
+  allow_dependents();
   const int64_t items = g.rows * s.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const int64_t row = w / s.splits, c0 = (w % s.splits) * s.chunk;
@@ -845,12 +856,22 @@ __global__ void __launch_bounds__(kSplitThreads, 4)
   row_norm_partial_items<In, Acc, Policy, kVec>(x, partial, g, s);
 }
 
+// The apply pass, launched as a programmatic dependent of the partial pass (launch_dependent): its
+// blocks take SMs as the partial pass's last blocks leave them and wait there for its partials.
+// It takes the work items last to first, and each item's tiles last to first, so that it starts on
+// what the partial pass read last, still in L2 (50 MB on the H100), before its own reads and
+// writes evict it. H100, us, neither -> both (each alone gave about half), outputs bitwise equal:
+// float32 softmax 8 x 2^24 561.4 -> 556.4, 4 x 2^22 81.1 -> 76.6, ReduceScale 12 x 2^21 115.3 ->
+// 112.3, bfloat16 softmax 8 x 2^24 289.1 -> 285.2; the 2^30 softmax even (4393 -> 4392;
+// h100_study/session36_split_pdl.txt).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                       const RowPartial<Acc>* __restrict__ partial, RowGeometry g,
                                       SplitArgs s, Policy policy) {
+  wait_for_prerequisite();
   const int64_t items = g.rows * s.splits;
-  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+  for (int64_t v = blockIdx.x; v < items; v += gridDim.x) {
+    const int64_t w = items - 1 - v;
     const int64_t row = w / s.splits, seg = w % s.splits, c0 = seg * s.chunk;
     const RowPartial<Acc>* rp = partial + row * s.splits;
     Acc m = MaxOp<Acc>::identity();
@@ -866,7 +887,7 @@ __global__ void row_norm_apply_kernel(const In* __restrict__ x, Out* __restrict_
     const int64_t n = (g.cols - c0 < s.chunk) ? g.cols - c0 : s.chunk;
     const In* xs = x + row * g.x_row_stride + c0;
     Out* ys = y + row * g.y_row_stride + c0;
-    for_each_split_pack<In, kVec>(xs, n / kVec, [&](int64_t p, const In (&raw)[kVec]) {
+    for_each_split_pack<In, kVec, true>(xs, n / kVec, [&](int64_t p, const In (&raw)[kVec]) {
       Acc lo = std::numeric_limits<Acc>::infinity();
 #pragma unroll
       for (int k = 0; k < kVec; ++k) lo = fmin(lo, static_cast<Acc>(raw[k]));
@@ -1368,7 +1389,13 @@ __global__ void __launch_bounds__(kInnerThreads, kTwoBlocks ? 2 : 0)
 //                             as a column reduction's (fold_segments: last block of a group,
 //                             then of the groups, in a fixed order), and writes the column's
 //                             factor (P::finish) to `factors`;
-//   inner_split_apply_kernel  writes each element from its column's factor.
+//   inner_split_apply_kernel  writes each element from its column's factor; launched as a
+//                             programmatic dependent of the fold (launch_dependent). H100, us,
+//                             plain -> dependent: bfloat16 65536 x 64 over dim 0 25.3 -> 24.4,
+//                             float32 16384 x 256 29.1 -> 28.1, its backward 41.2 -> 38.8,
+//                             (2, 65536, 64) over dim 1 49.7 -> 47.5, bfloat16 8192 x 4096 85.4
+//                             -> 86.0 (h100_study/session36_split_pdl.txt; taking the items
+//                             last to first, as the row split's apply does, gained nothing here).
 // Two reads (the second from L2 where the input fits: 50 MB on the H100), one write, and the
 // whole GPU busy however few the columns. Tried and dropped (h100_study/session31_split_clusters.txt):
 // the fold launch on clusters of 4-16 blocks, each cluster combining its segments through
@@ -1421,6 +1448,7 @@ __global__ void __launch_bounds__(kInnerSplitThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Stat* smem = reinterpret_cast<Stat*>(smem_raw);  // [blockDim.y][blockDim.x][kV]
   __shared__ bool last;
+  allow_dependents();
   const int64_t items = a.splits * a.outer * a.tiles;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const InnerSplitItem it = InnerSplitItem::of<kV>(a, w);
@@ -1445,6 +1473,7 @@ __global__ void __launch_bounds__(kInnerSplitThreads)
 template <typename P, int kV>
 __global__ void __launch_bounds__(kInnerSplitThreads)
     inner_split_apply_kernel(P p, ColsArgs a, const typename P::Factor* __restrict__ factors) {
+  wait_for_prerequisite();
   const int64_t items = a.splits * a.outer * a.tiles;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const InnerSplitItem it = InnerSplitItem::of<kV>(a, w);

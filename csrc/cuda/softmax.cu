@@ -342,7 +342,8 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     row_norm_partial_kernel<In, Acc, Policy, kVec><<<grid, kSplitThreads, 0, stream>>>(x, pp, g, s);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  row_norm_apply_kernel<In, Out, Acc, Policy, kVec><<<grid, kSplitThreads, 0, stream>>>(x, y, pp, g, s, policy);
+  launch_dependent(row_norm_apply_kernel<In, Out, Acc, Policy, kVec>, grid, dim3(kSplitThreads), 0, stream, x, y,
+                   static_cast<const RowPartial<Acc>*>(pp), g, s, policy);
 }
 
 // The forward dispatcher (strategies named at the head of this file). kVec == 1 (unaligned rows)
@@ -499,7 +500,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     const int64_t grid = grid_for(r.rows * s.splits);
     softmax_backward_partial_kernel<T, Acc, kVec><<<grid, kSplitThreads, 0, stream>>>(grad, out, pp, r, s);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    softmax_backward_apply_kernel<T, Acc, kVec><<<grid, kSplitThreads, 0, stream>>>(grad, out, gx, pp, r, s);
+    launch_dependent(softmax_backward_apply_kernel<T, Acc, kVec>, grid, dim3(kSplitThreads), 0, stream, grad, out, gx,
+                     static_cast<const Acc*>(pp), r, s);
   };
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) warp();
@@ -646,7 +648,7 @@ bool launch_inner_split(const P& p, const InnerGeometry& g, const at::Tensor& li
   const int64_t grid = grid_for(a.splits * a.outer * a.tiles);
   fold<<<grid, plan->block, smem, stream>>>(p, a, scratch, factors);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  apply<<<grid, plan->block, 0, stream>>>(p, a, factors);
+  launch_dependent(apply, grid, plan->block, 0, stream, p, a, static_cast<const Factor*>(factors));
   return true;
 }
 
