@@ -285,10 +285,17 @@ int memoized_kernel_query(const void* kernel, int64_t shape_a, int64_t shape_b, 
   return it->second;
 }
 
+// Whether launch_dependent launches as a programmatic dependent: on sm_90 and later, unless
+// REDUCE_OPS_DEPENDENT=0 (read once a process; for measurements and tools that mishandle them).
+inline bool dependent_launches() {
+  static const bool enabled = env_nonnegative("REDUCE_OPS_DEPENDENT", 1) != 0;
+  return enabled && props().major >= 9;
+}
+
 // Launches `kernel` on `grid` blocks of `block` threads with `smem` bytes of dynamic shared memory
-// as a programmatic dependent of the kernel before it in `stream` (sm_90+; a plain launch before):
-// its blocks may start while that kernel's last blocks run, and wait (wait_for_prerequisite,
-// primitives.cuh) for it to finish before touching what it writes.
+// as a programmatic dependent of the kernel before it in `stream` (where dependent_launches(); a
+// plain launch otherwise): its blocks may start while that kernel's last blocks run, and wait
+// (wait_for_prerequisite, primitives.cuh) for it to finish before touching what it writes.
 template <typename Kernel, typename... Args>
 void launch_dependent(Kernel kernel, int64_t grid, dim3 block, size_t smem, cudaStream_t stream, Args... args) {
   cudaLaunchAttribute attr;
@@ -300,7 +307,7 @@ void launch_dependent(Kernel kernel, int64_t grid, dim3 block, size_t smem, cuda
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = &attr;
-  config.numAttrs = props().major >= 9 ? 1 : 0;
+  config.numAttrs = dependent_launches() ? 1 : 0;
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 

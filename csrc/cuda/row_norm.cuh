@@ -1389,13 +1389,7 @@ __global__ void __launch_bounds__(kInnerThreads, kTwoBlocks ? 2 : 0)
 //                             as a column reduction's (fold_segments: last block of a group,
 //                             then of the groups, in a fixed order), and writes the column's
 //                             factor (P::finish) to `factors`;
-//   inner_split_apply_kernel  writes each element from its column's factor; launched as a
-//                             programmatic dependent of the fold (launch_dependent). H100, us,
-//                             plain -> dependent: bfloat16 65536 x 64 over dim 0 25.3 -> 24.4,
-//                             float32 16384 x 256 29.1 -> 28.1, its backward 41.2 -> 38.8,
-//                             (2, 65536, 64) over dim 1 49.7 -> 47.5, bfloat16 8192 x 4096 85.4
-//                             -> 86.0 (h100_study/session36_split_pdl.txt; taking the items
-//                             last to first, as the row split's apply does, gained nothing here).
+//   inner_split_apply_kernel  writes each element from its column's factor.
 // Two reads (the second from L2 where the input fits: 50 MB on the H100), one write, and the
 // whole GPU busy however few the columns. Tried and dropped (h100_study/session31_split_clusters.txt):
 // the fold launch on clusters of 4-16 blocks, each cluster combining its segments through
@@ -1403,7 +1397,12 @@ __global__ void __launch_bounds__(kInnerThreads, kTwoBlocks ? 2 : 0)
 // tile's partial rows. Slower everywhere (bfloat16 65536 x 64 over dim 0: 34.8 -> 43.5 us at 8
 // blocks, 38.7 at 4): the fold launch took as long as with the last-block folds (ncu 30.9 against
 // 31.9 us; torch's own sum over dim 0 of those 8 MB takes 29.3 there), and the apply launch's
-// fold of the partials added 8-10 us (128 registers a thread, the loads waiting for it).
+// fold of the partials added 8-10 us (128 registers a thread, the loads waiting for it). Also
+// dropped (session 36, h100_study/session36_split_pdl.txt): the apply launched as a programmatic
+// dependent of the fold, as the row split's is. A single call gained up to 1.4 us (float32
+// 16384 x 256 backward 40.3 -> 38.9), but back to back in a CUDA graph 4 of 6 shapes lost up to
+// 1.25 us (that backward 31.5 -> 32.75, bfloat16 8192 x 4096 81.3 -> 82.2); taking the items last
+// to first gained nothing either.
 //
 // A policy P (kV columns a thread) gives Stat (a column's running statistic), static identity()
 // and fold(Stat, Stat), Factor and finish(Stat), Loaded and load(offset) (the input packs at
@@ -1448,7 +1447,6 @@ __global__ void __launch_bounds__(kInnerSplitThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Stat* smem = reinterpret_cast<Stat*>(smem_raw);  // [blockDim.y][blockDim.x][kV]
   __shared__ bool last;
-  allow_dependents();
   const int64_t items = a.splits * a.outer * a.tiles;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const InnerSplitItem it = InnerSplitItem::of<kV>(a, w);
@@ -1473,7 +1471,6 @@ __global__ void __launch_bounds__(kInnerSplitThreads)
 template <typename P, int kV>
 __global__ void __launch_bounds__(kInnerSplitThreads)
     inner_split_apply_kernel(P p, ColsArgs a, const typename P::Factor* __restrict__ factors) {
-  wait_for_prerequisite();
   const int64_t items = a.splits * a.outer * a.tiles;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const InnerSplitItem it = InnerSplitItem::of<kV>(a, w);

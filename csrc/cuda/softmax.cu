@@ -648,7 +648,7 @@ bool launch_inner_split(const P& p, const InnerGeometry& g, const at::Tensor& li
   const int64_t grid = grid_for(a.splits * a.outer * a.tiles);
   fold<<<grid, plan->block, smem, stream>>>(p, a, scratch, factors);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  launch_dependent(apply, grid, plan->block, 0, stream, p, a, static_cast<const Factor*>(factors));
+  apply<<<grid, plan->block, 0, stream>>>(p, a, factors);
   return true;
 }
 
