@@ -743,6 +743,16 @@ struct SplitArgs {
 // used, so that several are in flight (one at a time: H200 8 x 2^24 bfloat16 softmax 46% of copy,
 // 57% with four).
 constexpr int kSplitUnroll = 4;
+
+// Calls f(p) for p = first, first + step, ... below n, last to first (the split apply passes:
+// what their partial passes read last is read first, from L2).
+template <typename F>
+__device__ __forceinline__ void for_each_stride_back(int64_t first, int64_t n, int64_t step, F f) {
+  for (int64_t p = first + ((n + step - 1) / step - 1) * step; p >= 0; p -= step) {
+    if (p < n) f(p);
+  }
+}
+
 template <typename In, int kVec, bool kBackToFront = false, typename Tile>
 __device__ __forceinline__ void for_each_split_tile(const In* src, int64_t packs, Tile tile) {
   const int64_t step = kSplitUnroll * static_cast<int64_t>(blockDim.x);
@@ -756,9 +766,7 @@ __device__ __forceinline__ void for_each_split_tile(const In* src, int64_t packs
     tile(p0, raw);
   };
   if constexpr (kBackToFront) {
-    for (int64_t p0 = threadIdx.x + ((packs + step - 1) / step - 1) * step; p0 >= 0; p0 -= step) {
-      if (p0 < packs) load_tile(p0);
-    }
+    for_each_stride_back(threadIdx.x, packs, step, load_tile);
   } else {
     for (int64_t p0 = threadIdx.x; p0 < packs; p0 += step) load_tile(p0);
   }

@@ -238,10 +238,7 @@ __global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const 
     dot = block_all_reduce(dot, SumOp<Acc>());
     const int64_t n = (r.cols - c0 < s.chunk) ? r.cols - c0 : s.chunk;
     const int64_t base = row * r.cols + c0;
-    const int64_t packs = n / kVec;
-    for (int64_t p = threadIdx.x + ((packs + blockDim.x - 1) / blockDim.x - 1) * blockDim.x; p >= 0;
-         p -= blockDim.x) {
-      if (p >= packs) continue;
+    for_each_stride_back(threadIdx.x, n / kVec, blockDim.x, [&](int64_t p) {
       T graw[kVec], yraw[kVec];
       load_pack<T, kVec>(grad + base + p * kVec, graw);
       load_pack<T, kVec>(out + base + p * kVec, yraw);
@@ -249,7 +246,7 @@ __global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const 
 #pragma unroll
       for (int k = 0; k < kVec; ++k) o[k] = static_cast<Acc>(yraw[k]) * (static_cast<Acc>(graw[k]) - dot);
       store_pack<T, Acc, kVec>(gx + base + p * kVec, o);
-    }
+    });
   }
 }
 
