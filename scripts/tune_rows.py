@@ -37,10 +37,13 @@ def runnable(op, cols, dtype, props):
     smem_limit = getattr(props, "shared_memory_per_block_optin", 227 * 1024) - 1024
     rows_on_chip = 2 if op == "softmax_backward" else 1
     packs_per_thread = 4 if op == "softmax_backward" else 8  # per row (kRowPacks, kMaxRegPacks)
+    # The clusters stage packs in shared memory besides the registers: the forward's 16-byte
+    # packs twice kMaxRegPacks a thread, the backward kMaxRegPacks of each row (out's in shared).
+    cluster_packs = 8 if op == "softmax_backward" else 16
     ok = {
         "warp": packs <= 32 * packs_per_thread,
         "block": aligned and packs <= packs_per_thread * 1024,
-        "cluster": aligned and props.major >= 9 and packs <= 16 * packs_per_thread * 1024,
+        "cluster": aligned and props.major >= 9 and packs <= 16 * cluster_packs * 1024,
         "smem": rows_on_chip * cols * elt <= smem_limit,
         "split": True,
     }

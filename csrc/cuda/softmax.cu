@@ -128,9 +128,32 @@ int64_t warp_kernel_grid(Kernel kernel, int64_t groups) {
 // path's second read: the split path wins when rows x blocks-per-row cannot cover half the SMs.
 // H200, 1024 rows x 262144: the cluster beat the split path for bfloat16 softmax (60% vs 56% of
 // copy), ReduceScale (74-77 vs 61-64) and the backward (64-77 vs 60-61), and lost for float32
-// softmax (59 vs 63); the crossover at fewer rows is not measured yet.
+// softmax (59 vs 63). Clusters have a rule of their own (clusters_lose_to_split).
 inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
   return cols >= 2 * kMinSplitChunk && rows * blocks_per_row * 2 < sm_count();
+}
+
+// Whether the automatic choice leaves clusters of `blocks` blocks on `rows` rows of `cols` to the
+// split path (RowOp: which op's rule). A cluster's row is loads, then reductions and the exchange
+// (its SMs move no bytes), then stores, and on few rows a cluster runs too few of them for the
+// stagger or a second block an SM to hide that; the split path streams at 55-63% of copy however
+// few the rows, after a floor of its own (two launches). H100 (tune_rows.py, rows 4-128 x
+// 2^17-2^21 columns, three runs, h100_study/session37_few_rows.txt), % of copy, clusters vs split:
+// - softmax (an exp and two reductions a row): the split wins up to a quarter of the SM count in
+//   rows: float32 8 x 2^20 41 vs 56, 16 x 2^19 47 vs 56, 16 x 2^20 53 vs 59; bfloat16 8 x 2^21
+//   38 vs 54, 16 x 2^20 43 vs 54, 32 x 2^20 53 vs 57; at most 2 points lost (bfloat16 32 x 2^19
+//   55 vs 54); at 48 rows the clusters win (float32 48 x 2^18 67 vs 58).
+// - ReduceScale: the clusters win down to a quarter of the SM count in blocks (float32 8 x 2^19
+//   55 vs 46, split before), the backward down to a sixteenth (float32 8 x 2^18 47 vs 38, 4 x 2^17
+//   20 vs 14); except for both that clusters of 16 blocks (7 at once on 132 SMs: 8 rows leave a
+//   second wave of one) lose up to an SM count of blocks (ReduceScale float32 8 x 2^20 51 vs 55,
+//   bfloat16 8 x 2^21 50 vs 55, the backward bfloat16 8 x 2^20 44 vs 50).
+enum class RowOp { kSoftmax, kReduceScale, kSoftmaxBackward };
+inline bool clusters_lose_to_split(int64_t rows, int64_t blocks, int64_t cols, RowOp op) {
+  if (cols < 2 * kMinSplitChunk) return false;
+  if (op == RowOp::kSoftmax) return rows * 4 <= sm_count();
+  const int64_t few = op == RowOp::kReduceScale ? 4 : 16;  // the split below 1/few of the SMs in blocks
+  return rows * blocks * few <= sm_count() || (blocks >= kMaxClusterBlocks && rows * blocks <= sm_count());
 }
 
 // Sleep between the cluster start phases of a register kernel (stagger_cluster_start in
@@ -164,20 +187,21 @@ bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, in
 // first: clusters of up to 8 blocks, each block's share within kPreferredRegThreads threads (two
 // blocks per SM), then within kMaxRegThreads; then 16 blocks the same way. `launch(blocks,
 // threads)` returns false where the device cannot run that cluster. `automatic` gives up (false)
-// where the clusters would leave most SMs idle (too_few_blocks).
+// where the split path beats the clusters (clusters_lose_to_split's rule for `op`).
 // H200, 1024 x 262144 (REDUCE_OPS_CLUSTER): 8 blocks of 1024 threads beat 16 of 512 for float32
 // softmax (66% vs 59% of copy), float32 ReduceScale (83 vs 74) and the bfloat16 backward (88 vs
 // 77); bfloat16 softmax and ReduceScale keep 8 of 512 (60%, 78%; 4 of 1024: 58%, 75%).
 // REDUCE_OPS_CLUSTER=<blocks> (a developer knob, for measurement) tries that cluster size only.
 template <typename Launch>
-bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread, bool automatic, Launch launch) {
+bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread, bool automatic, RowOp op,
+                       Launch launch) {
   const int64_t only = env_positive("REDUCE_OPS_CLUSTER", 0);
   for (const int max_blocks : {8, kMaxClusterBlocks}) {
     for (const int64_t cap : {int64_t{per_thread} * kPreferredRegThreads, int64_t{per_thread} * kMaxRegThreads}) {
       for (int blocks = 2; blocks <= max_blocks; blocks *= 2) {
         const int64_t share = ceil_div(packs, blocks);
         if (share > cap || (only > 0 && blocks != only)) continue;
-        if (automatic && too_few_blocks(rows, blocks, cols)) return false;
+        if (automatic && clusters_lose_to_split(rows, blocks, cols, op)) return false;
         if (launch(blocks, warps_of_threads(share, per_thread))) return true;
       }
     }
@@ -286,6 +310,7 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
                     bool automatic) {
   if constexpr (kVec > 1) {
     constexpr int kPacks = kMaxRegPacks<Acc>;
+    constexpr RowOp kOp = Policy::kNeedsSum ? RowOp::kSoftmax : RowOp::kReduceScale;
     // Softmax clusters bulk-copy their next row into shared memory (H200, 1024 x 262144 float32:
     // 65% -> 77% of copy, bfloat16 62 -> 64); ReduceScale's gain nothing (float32 82 -> 78,
     // bfloat16 78 -> 80), nor do block-per-row kernels (4096 x 32768 float32 softmax 95 -> 79:
@@ -302,20 +327,22 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
     if constexpr (kVec * sizeof(In) == 16) {
       if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
         auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, true, Ahead::kNone, true>;
-        return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, 2 * kPacks, automatic, [&](int blocks, int threads) {
+        auto launch = [&](int blocks, int threads) {
           return launch_on_clusters(kernel, g.rows, blocks, threads, stage_smem<In, kVec, kPacks>(threads), stream,
                                     x, y, g, policy);
-        });
+        };
+        return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, 2 * kPacks, automatic, kOp, launch);
       }
     }
-    return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kPacks, automatic, [&](int blocks, int threads) {
+    auto launch = [&](int blocks, int threads) {
       return with_ahead<false, kVec * sizeof(In) == 16>(kAutomatic, [&](auto ahead_tag) {
         constexpr Ahead kMode = decltype(ahead_tag)::value;
         auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, true, kMode>;
         return launch_on_clusters(kernel, g.rows, blocks, threads, ahead_smem<kMode, In, kVec, kPacks>(threads), stream,
                                   x, y, g, policy);
       });
-    });
+    };
+    return try_cluster_sizes(g.rows, g.cols, g.cols / kVec, kPacks, automatic, kOp, launch);
   }
   return false;  // unaligned rows: no cluster kernel (see launch_vec)
 }
@@ -475,15 +502,17 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
         constexpr int kPacks = kMaxRegPacks<Acc>;
         auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, true, true>;
-        return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, [&](int blocks, int threads) {
+        auto launch = [&](int blocks, int threads) {
           return launch_on_clusters(kernel, r.rows, blocks, threads, stage_smem<T, kVec, kPacks>(threads), stream,
                                     grad, out, gx, r);
-        });
+        };
+        return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, RowOp::kSoftmaxBackward, launch);
       }
       auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
-      return try_cluster_sizes(r.rows, r.cols, packs, kRowPacks, automatic, [&](int blocks, int threads) {
+      auto launch = [&](int blocks, int threads) {
         return launch_on_clusters(kernel, r.rows, blocks, threads, 0, stream, grad, out, gx, r);
-      });
+      };
+      return try_cluster_sizes(r.rows, r.cols, packs, kRowPacks, automatic, RowOp::kSoftmaxBackward, launch);
     }
     return false;
   };
