@@ -626,17 +626,21 @@ def write_json(path: Path, results: dict) -> None:
 
 
 def merge_results(old: dict, new: dict) -> dict:
-    """New rows replace old ones of the same (op, shape, dim, dtype, provider, graph); the
-    copy figure is the newest, with that of every run that still has rows in copy_GBps_runs. A
-    kept row keeps its own run's copy figure (its copy_GBps, given it here if it had none), so
-    that its "% of copy" stays against the run that timed it."""
+    """New rows replace old ones of the same (op, shape, dim, dtype, provider, graph), and a
+    provider this run timed leaves the old run's "unavailable"; the copy figure is the newest,
+    with that of every run that still has rows in copy_GBps_runs. A kept row keeps its own
+    run's copy figure (its copy_GBps, given it here if it had none), so that its "% of copy"
+    stays against the run that timed it."""
     keys = {row_key(r) for r in new["rows"] + new["errors"]}
     kept = [dict(r, copy_GBps=r.get("copy_GBps", old.get("copy_GBps")))
             for r in old.get("rows", []) if row_key(r) not in keys]
     rows = kept + new["rows"]
     errors = [e for e in old.get("errors", []) if row_key(e) not in keys]
     merged = dict(new, rows=rows, errors=errors + new["errors"])
-    merged["unavailable"] = {**old.get("unavailable", {}), **new["unavailable"]}
+    # A provider that timed rows in this run is available, whatever an earlier run said.
+    measured = {r["provider"] for r in new["rows"]}
+    still = {name: why for name, why in old.get("unavailable", {}).items() if name not in measured}
+    merged["unavailable"] = {**still, **new["unavailable"]}
     kept_copies = {r["copy_GBps"] for r in kept}
     merged["copy_GBps_runs"] = [c for c in old.get("copy_GBps_runs", [old.get("copy_GBps")])
                                 if c in kept_copies] + [new["copy_GBps"]]

@@ -28,3 +28,12 @@ def test_merge_keeps_each_rows_copy_and_only_the_runs_still_present():
     third = bench.merge_results(second, _run(4200.0, [_row("amax", "reduce_ops", 2.5)]))
     assert third["copy_GBps_runs"] == [4100.0, 4200.0]
     assert {r["op"]: r["copy_GBps"] for r in third["rows"] if "copy_GBps" in r} == {"sum": 4100.0}
+
+
+def test_merge_drops_an_earlier_runs_unavailable_provider_that_this_run_timed():
+    first = dict(_run(4000.0, [_row("softmax", "reduce_ops", 1.0)]),
+                 unavailable={"liger": "ModuleNotFoundError", "quack": "ModuleNotFoundError"})
+    second = bench.merge_results(first, _run(4100.0, [_row("softmax", "liger", 1.2)]))
+    assert second["unavailable"] == {"quack": "ModuleNotFoundError"}
+    third = bench.merge_results(second, dict(_run(4200.0, []), unavailable={"liger": "ImportError"}))
+    assert third["unavailable"] == {"quack": "ModuleNotFoundError", "liger": "ImportError"}
