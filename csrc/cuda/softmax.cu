@@ -133,25 +133,37 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
   return cols >= 2 * kMinSplitChunk && rows * blocks_per_row * 2 < sm_count();
 }
 
-// Whether the automatic choice leaves clusters of `blocks` blocks on `rows` rows of `cols` to the
-// split path (RowOp: which op's rule). A cluster's row is loads, then reductions and the exchange
-// (its SMs move no bytes), then stores, and on few rows a cluster runs too few of them for the
-// stagger or a second block an SM to hide that; the split path streams at 55-63% of copy however
-// few the rows, after a floor of its own (two launches). H100 (tune_rows.py, rows 4-128 x
-// 2^17-2^21 columns, three runs, h100_study/session37_few_rows.txt), % of copy, clusters vs split:
-// - softmax (an exp and two reductions a row): the split wins up to a quarter of the SM count in
-//   rows: float32 8 x 2^20 41 vs 56, 16 x 2^19 47 vs 56, 16 x 2^20 53 vs 59; bfloat16 8 x 2^21
-//   38 vs 54, 16 x 2^20 43 vs 54, 32 x 2^20 53 vs 57; at most 2 points lost (bfloat16 32 x 2^19
-//   55 vs 54); at 48 rows the clusters win (float32 48 x 2^18 67 vs 58).
+// Whether the automatic choice leaves clusters of `blocks` blocks of `threads` threads on `rows`
+// rows of `cols` to the split path (RowOp: which op's rule). A cluster's row is loads, then
+// reductions and the exchange (its SMs move no bytes), then stores, and on few rows a cluster
+// runs too few of them for the stagger or a second block an SM to hide that; the split path
+// streams at 55-63% of copy however few the rows, after a floor of its own (two launches).
+// tune_rows.py, rows 4-256 x 2^17-2^21 columns, % of copy, clusters vs split
+// (h100_study/session37_few_rows.txt, h200_study/session37_few_rows.txt):
+// - softmax (an exp and two reductions a row): on the H100 the split wins up to a quarter of the
+//   SM count in rows: float32 8 x 2^20 41 vs 56, 16 x 2^19 47 vs 56, 16 x 2^20 53 vs 59;
+//   bfloat16 8 x 2^21 38 vs 54, 16 x 2^20 43 vs 54, 32 x 2^20 53 vs 57; at most 2 points lost
+//   (bfloat16 32 x 2^19 55 vs 54); from 40 rows the clusters win (float32 40 x 2^19 64 vs 59,
+//   48 x 2^18 67 vs 58, 64 x 2^20 72 vs 63). Where DRAM is faster for the same SMs
+//   (kFastDramPerSm: the H200), clusters of blocks that take a whole SM (past
+//   kPreferredRegThreads threads) lose up to 96 rows (48 rows: float32 2^19 52 vs 57, 2^20 54 vs
+//   61, bfloat16 2^20 48 vs 54, 2^21 50 vs 59; 96 rows: bfloat16 2^20 55 vs 59, float32 2^19 61
+//   vs 60) but not from 128 (float32 2^19 70 vs 59, bfloat16 2^20 64 vs 57: from 8 rows a
+//   cluster their starts are staggered); there they take the split up to 3/4 of the SM count.
 // - ReduceScale: the clusters win down to a quarter of the SM count in blocks (float32 8 x 2^19
 //   55 vs 46, split before), the backward down to a sixteenth (float32 8 x 2^18 47 vs 38, 4 x 2^17
 //   20 vs 14); except for both that clusters of 16 blocks (7 at once on 132 SMs: 8 rows leave a
 //   second wave of one) lose up to an SM count of blocks (ReduceScale float32 8 x 2^20 51 vs 55,
-//   bfloat16 8 x 2^21 50 vs 55, the backward bfloat16 8 x 2^20 44 vs 50).
+//   bfloat16 8 x 2^21 50 vs 55, the backward bfloat16 8 x 2^20 44 vs 50). The H200 agrees within
+//   3 points.
 enum class RowOp { kSoftmax, kReduceScale, kSoftmaxBackward };
-inline bool clusters_lose_to_split(int64_t rows, int64_t blocks, int64_t cols, RowOp op) {
+constexpr double kFastDramPerSm = 30;  // GB/s per SM (dram_gbps_per_sm): the H100 25, the H200 36
+inline bool clusters_lose_to_split(int64_t rows, int64_t blocks, int threads, int64_t cols, RowOp op) {
   if (cols < 2 * kMinSplitChunk) return false;
-  if (op == RowOp::kSoftmax) return rows * 4 <= sm_count();
+  if (op == RowOp::kSoftmax) {
+    const bool fast_dram = threads > kPreferredRegThreads && dram_gbps_per_sm() >= kFastDramPerSm;
+    return rows * 4 <= sm_count() * (fast_dram ? 3 : 1);
+  }
   const int64_t few = op == RowOp::kReduceScale ? 4 : 16;  // the split below 1/few of the SMs in blocks
   return rows * blocks * few <= sm_count() || (blocks >= kMaxClusterBlocks && rows * blocks <= sm_count());
 }
@@ -201,8 +213,9 @@ bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread
       for (int blocks = 2; blocks <= max_blocks; blocks *= 2) {
         const int64_t share = ceil_div(packs, blocks);
         if (share > cap || (only > 0 && blocks != only)) continue;
-        if (automatic && clusters_lose_to_split(rows, blocks, cols, op)) return false;
-        if (launch(blocks, warps_of_threads(share, per_thread))) return true;
+        const int threads = warps_of_threads(share, per_thread);
+        if (automatic && clusters_lose_to_split(rows, blocks, threads, cols, op)) return false;
+        if (launch(blocks, threads)) return true;
       }
     }
   }
