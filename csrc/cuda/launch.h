@@ -256,24 +256,6 @@ inline RowSplit split_rows(int64_t rows, int64_t cols, int64_t min_chunk = kMinS
 // scratch, exchange slots, mbarriers: a few hundred bytes).
 constexpr int64_t kStaticSmemRoom = 1024;
 
-// The current device's DRAM bandwidth per SM, GB/s: two transfers a memory clock over the bus,
-// over the SMs (H100 SXM 25: 3.35 TB/s over 132 SMs; H200 36: 4.8 TB/s). Asked once a device:
-// the memory clock query costs about 0.6 ms of host time (H200).
-inline double dram_gbps_per_sm() {
-  int device = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mutex;
-  static auto* answers = new std::map<int, double>();  // never freed
-  const std::lock_guard<std::mutex> lock(mutex);
-  auto it = answers->find(device);
-  if (it == answers->end()) {
-    int khz = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device));
-    it = answers->emplace(device, 2e-6 * khz * props().memoryBusWidth / 8 / static_cast<double>(sm_count())).first;
-  }
-  return it->second;
-}
-
 // Shared memory a block may ask for, less room for the kernels' static shared memory.
 inline int64_t block_smem_limit() { return static_cast<int64_t>(props().sharedMemPerBlockOptin) - kStaticSmemRoom; }
 
@@ -288,8 +270,9 @@ void allow_smem(Kernel kernel, int64_t bytes) {
 }
 
 // The answer of `query` (an occupancy API call about `kernel` at one launch shape, named by
-// shape_a and shape_b) on the current device, asked once per (device, kernel, shape): the query
-// costs microseconds of host time that a launch should not pay every call.
+// shape_a and shape_b; with no kernel, a device attribute) on the current device, asked once per
+// (device, kernel, shape): the query costs microseconds of host time that a launch should not pay
+// every call.
 template <typename Query>
 int memoized_kernel_query(const void* kernel, int64_t shape_a, int64_t shape_b, Query query) {
   int device = 0;
@@ -301,6 +284,19 @@ int memoized_kernel_query(const void* kernel, int64_t shape_a, int64_t shape_b, 
   auto it = answers->find(key);
   if (it == answers->end()) it = answers->emplace(key, query()).first;
   return it->second;
+}
+
+// The current device's DRAM bandwidth per SM, GB/s: two transfers a memory clock over the bus,
+// over the SMs (H100 SXM 25: 3.35 TB/s over 132 SMs; H200 36: 4.8 TB/s). The memory clock is
+// asked once a device: the query costs about 0.6 ms of host time (H200).
+inline double dram_gbps_per_sm() {
+  const int khz = memoized_kernel_query(nullptr, cudaDevAttrMemoryClockRate, 0, [] {
+    int device = 0, value = 0;
+    C10_CUDA_CHECK(cudaGetDevice(&device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrMemoryClockRate, device));
+    return value;
+  });
+  return 2e-6 * khz * props().memoryBusWidth / 8 / static_cast<double>(sm_count());
 }
 
 // Whether launch_dependent launches as a programmatic dependent: on sm_90 and later, unless
