@@ -139,41 +139,57 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
 // runs too few of them for the stagger or a second block an SM to hide that; the split path
 // streams at 55-63% of copy however few the rows, after a floor of its own (two launches).
 // tune_rows.py, rows 4-256 x 2^17-2^21 columns, % of copy, clusters vs split
-// (h100_study/session37_few_rows.txt, h200_study/session37_few_rows.txt):
-// - softmax (an exp and two reductions a row): on the H100 the split wins up to a quarter of the
-//   SM count in rows: float32 8 x 2^20 41 vs 56, 16 x 2^19 47 vs 56, 16 x 2^20 53 vs 59;
-//   bfloat16 8 x 2^21 38 vs 54, 16 x 2^20 43 vs 54, 32 x 2^20 53 vs 57; at most 2 points lost
-//   (bfloat16 32 x 2^19 55 vs 54); from 40 rows the clusters win (float32 40 x 2^19 64 vs 59,
-//   48 x 2^18 67 vs 58, 64 x 2^20 72 vs 63). Where DRAM is faster for the same SMs
-//   (kFastDramPerSm: the H200), clusters of blocks that take a whole SM (past
-//   kPreferredRegThreads threads) lose up to 96 rows (48 rows: float32 2^19 52 vs 57, 2^20 54 vs
-//   61, bfloat16 2^20 48 vs 54, 2^21 50 vs 59; 96 rows: bfloat16 2^20 55 vs 59, float32 2^19 61
-//   vs 60) but not from 128 (float32 2^19 70 vs 59, bfloat16 2^20 64 vs 57: from 8 rows a
-//   cluster their starts are staggered); there they take the split up to 3/4 of the SM count.
+// (h100_study/session37_few_rows.txt, h200_study/session37_few_rows.txt; since stagger_pays
+// staggers the starts of clusters of 8 blocks or more from two rows a cluster,
+// h100_study/session38_stagger.txt and h200_study/session38_stagger.txt):
+// - softmax (an exp and two reductions a row): on the H100 the split wins up to 1/6 of the SM
+//   count in rows (16 rows: float32 2^19 55 vs 56, 2^20 57 vs 59; bfloat16 2^19 42 vs 46, 2^20
+//   49 vs 54, 2^21 53 vs 57) and the clusters from 24 (float32 2^19 63 vs 58, 2^20 62 vs 60;
+//   bfloat16 2^19 53 vs 52, 2^20 59 vs 54; 32 rows: float32 2^20 66 vs 61). Where DRAM is faster
+//   for the same SMs (kFastDramPerSm: the H200) the clusters' idle phases cost more: the split
+//   wins up to a quarter of the SM count (32 rows: float32 2^19 53 vs 54, bfloat16 2^20 47 vs 50;
+//   48 rows: float32 2^19 59 vs 56), and for clusters of 16 blocks that take a whole SM (past
+//   kPreferredRegThreads threads) up to 3/4 of it (float32 2^20 48 rows 59 vs 60, 96 rows 61 vs
+//   62; bfloat16 2^21 48 rows 54 vs 59, 96 rows 55 vs 60).
 // - ReduceScale: the clusters win down to a quarter of the SM count in blocks (float32 8 x 2^19
 //   55 vs 46, split before), the backward down to a sixteenth (float32 8 x 2^18 47 vs 38, 4 x 2^17
-//   20 vs 14); except for both that clusters of 16 blocks (7 at once on 132 SMs: 8 rows leave a
-//   second wave of one) lose up to an SM count of blocks (ReduceScale float32 8 x 2^20 51 vs 55,
-//   bfloat16 8 x 2^21 50 vs 55, the backward bfloat16 8 x 2^20 44 vs 50). The H200 agrees within
-//   3 points.
+//   20 vs 14); except for both that clusters of 16 blocks (7 at once on 132 SMs) lose up to half
+//   an SM count of blocks (H100: ReduceScale float32 4 x 2^20 46 vs 47, the backward bfloat16
+//   4 x 2^20 38 vs 41). At 8 rows (a second wave of one, its starts now staggered) they win on
+//   the H100 (ReduceScale float32 8 x 2^20 60 vs 56, the backward float32 8 x 2^19 53 vs 49,
+//   bfloat16 8 x 2^20 53 vs 50) and come within 2 points on the H200.
 enum class RowOp { kSoftmax, kReduceScale, kSoftmaxBackward };
 constexpr double kFastDramPerSm = 30;  // GB/s per SM (dram_gbps_per_sm): the H100 25, the H200 36
 inline bool clusters_lose_to_split(int64_t rows, int64_t blocks, int threads, int64_t cols, RowOp op) {
   if (cols < 2 * kMinSplitChunk) return false;
   if (op == RowOp::kSoftmax) {
-    const bool fast_dram = threads > kPreferredRegThreads && dram_gbps_per_sm() >= kFastDramPerSm;
-    return rows * 4 <= sm_count() * (fast_dram ? 3 : 1);
+    if (dram_gbps_per_sm() < kFastDramPerSm) return rows * 6 <= sm_count();
+    const bool whole_sm_wide = blocks >= kMaxClusterBlocks && threads > kPreferredRegThreads;
+    return rows * 4 <= sm_count() * (whole_sm_wide ? 3 : 1);
   }
   const int64_t few = op == RowOp::kReduceScale ? 4 : 16;  // the split below 1/few of the SMs in blocks
-  return rows * blocks * few <= sm_count() || (blocks >= kMaxClusterBlocks && rows * blocks <= sm_count());
+  return rows * blocks * few <= sm_count() || (blocks >= kMaxClusterBlocks && rows * blocks * 2 <= sm_count());
 }
 
 // Sleep between the cluster start phases of a register kernel (stagger_cluster_start in
-// row_norm.cuh), where each cluster runs at least kStaggerMinRows rows: 4 phases of 4 us cost a
-// cluster of one row 12 us. REDUCE_OPS_CLUSTER_STAGGER=<ns> (a developer knob, 0: none) sets it
-// for every cluster launch, however few its rows.
+// row_norm.cuh): 4 phases of 4 us cost a cluster of one row 12 us. REDUCE_OPS_CLUSTER_STAGGER=<ns>
+// (a developer knob, 0: none) sets it for every cluster launch, however few its rows.
 constexpr unsigned kClusterStaggerNs = 4000;
+// Where the stagger pays for its 12 us: where each of the `active` clusters runs at least
+// kStaggerMinRows rows, and for clusters of kStaggerWideBlocks blocks or more (at most a quarter
+// of the SMs' worth of clusters at once) wherever one cluster runs a second row. H100, tune_rows.py,
+// % of copy, no stagger -> stagger, 1-8 rows a cluster (h100_study/session38_stagger.txt): clusters
+// of 8-16 blocks gained 0-8 points on every case of 1.07-6.4 rows a cluster (softmax float32
+// 40 x 524288 63 -> 70, bfloat16 64 x 1048576 62 -> 69; ReduceScale float32 32 x 524288 68 -> 76;
+// the backward bfloat16 64 x 524288 70 -> 78; the A/B of this rule lost at most 2 points, on the
+// H100 and the H200) and lost 1-16 below one row a cluster (ReduceScale float32 8 x 524288
+// 53 -> 37); clusters of 2-4 blocks came out between -4 and +4 at 1-4 rows and lost up to 14
+// below one (bfloat16 softmax 64 x 98304 42 -> 28), so they keep the 8 rows.
 constexpr int64_t kStaggerMinRows = 8;
+constexpr int kStaggerWideBlocks = 8;
+inline bool stagger_pays(int64_t rows, int blocks, int active) {
+  return rows >= kStaggerMinRows * active || (blocks >= kStaggerWideBlocks && rows > active);
+}
 
 // Launches `kernel` (a register kernel) on clusters of `blocks` blocks of `threads` threads and
 // `smem` bytes of dynamic shared memory (a function of `threads` for a given kernel, so the
@@ -190,7 +206,7 @@ bool launch_on_clusters(Kernel kernel, int64_t rows, int blocks, int threads, in
   if (active <= 0) return false;
   config.gridDim = dim3(static_cast<unsigned>(blocks * std::max<int64_t>(1, std::min<int64_t>(rows, active))));
   const unsigned stagger_ns = static_cast<unsigned>(
-      env_nonnegative("REDUCE_OPS_CLUSTER_STAGGER", rows >= kStaggerMinRows * active ? kClusterStaggerNs : 0u));
+      env_nonnegative("REDUCE_OPS_CLUSTER_STAGGER", stagger_pays(rows, blocks, active) ? kClusterStaggerNs : 0u));
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args..., stagger_ns));
   return true;
 }
