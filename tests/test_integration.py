@@ -465,18 +465,25 @@ def test_cpu_kernels_give_the_same_bits_whatever_the_thread_count():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("cols", [3 * 8192 + 11, (1 << 18) + 8192 + 3], ids=["exp-kept", "exp-again"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64],
                          ids=lambda d: str(d)[6:])
-def test_cpu_softmax_row_gives_the_same_bits_alone_or_among_many(dtype):
-    # Long rows go one task a row when there are rows enough for the threads (exp kept from the
-    # statistics pass) and one task a chunk otherwise (exp taken again): the same bits either way.
+def test_cpu_softmax_row_gives_the_same_bits_alone_or_among_many(dtype, cols):
+    # Long rows go one task a row when there are rows enough for the threads (4 a thread; the
+    # row's exp kept from the statistics pass up to 2^18 columns, taken again beyond) and one task
+    # a chunk otherwise (exp taken again): the same bits either way. One thread makes 4 rows many.
     g = torch.Generator().manual_seed(5)
-    x = (torch.randn(16, 3 * 8192 + 11, generator=g, dtype=torch.float64) * 30).to(dtype)
+    x = (torch.randn(4, cols, generator=g, dtype=torch.float64) * 30).to(dtype)
     x[2, 8192:16384] = float("-inf")  # a chunk of -inf only
     x[3, 0] = float("nan")
-    many = reduce_ops.softmax(x, -1)
-    for r in (0, 2, 3):
-        assert_same_bits(many[r:r + 1], reduce_ops.softmax(x[r:r + 1], -1))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        many = reduce_ops.softmax(x, -1)
+        for r in range(4):
+            assert_same_bits(many[r:r + 1], reduce_ops.softmax(x[r:r + 1], -1))
+    finally:
+        torch.set_num_threads(threads)
 
 
 # torch reads ATEN_CPU_CAPABILITY once per process, and the CPU kernels follow its choice.
