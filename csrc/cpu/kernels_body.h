@@ -142,7 +142,7 @@ inline T narrow(Acc v) {
 
 // Loops over elements of another type than Acc convert them in the loop (bfloat16: a shift in,
 // a rounding add out, both vectorized), except float16's, which run on floats in buffers of
-// their own, converted a vector at a time (widen_run, narrow_run). Staging bfloat16 as well cost
+// their own, converted a vector at a time (convert_run). Staging bfloat16 as well cost
 // its ReduceScale and softmax_backward 30% (2-core EPYC, 4096 x 1024, one thread).
 template <typename T, typename Acc>
 constexpr bool kStaged = std::is_same_v<T, at::Half> && std::is_same_v<Acc, float>;
@@ -231,18 +231,14 @@ inline void store_as(Out* p, V v) {
   }
 }
 
-// y[i] = x[i] widened to Acc, for i < n.
-template <typename Acc, typename In>
-inline void widen_run(const In* x, Acc* y, int64_t n) {
-  for_each_vector<Acc, kStaged<In, Acc>>(n, [&](int64_t i, auto v) { store_as(y + i, load_as<decltype(v)>(x + i)); });
+// y[i] = x[i] widened to Acc (From: the input type, To = Acc) or narrowed from it (From = Acc,
+// To: the output type), for i < n.
+template <typename Acc, typename From, typename To>
+inline void convert_run(const From* x, To* y, int64_t n) {
+  static_assert(std::is_same_v<From, Acc> || std::is_same_v<To, Acc>);
+  constexpr bool kVectors = kStaged<From, Acc> || kStaged<To, Acc>;
+  for_each_vector<Acc, kVectors>(n, [&](int64_t i, auto v) { store_as(y + i, load_as<decltype(v)>(x + i)); });
 }
-
-// y[i] = x[i] narrowed to Out, for i < n.
-template <typename Out, typename Acc>
-inline void narrow_run(const Acc* x, Out* y, int64_t n) {
-  for_each_vector<Acc, kStaged<Out, Acc>>(n, [&](int64_t i, auto v) { store_as(y + i, load_as<decltype(v)>(x + i)); });
-}
-
 
 // x[i] read as Acc, converted where it is read.
 template <typename Acc, typename T>
@@ -268,7 +264,7 @@ inline auto as_acc(const In* x, int64_t n, Acc* buf) {
   if constexpr (std::is_same_v<In, Acc>) {
     return x;
   } else if constexpr (kStaged<In, Acc>) {
-    widen_run(x, buf, n);
+    convert_run<Acc>(x, buf, n);
     return static_cast<const Acc*>(buf);
   } else {
     return Widening<Acc, In>{x};
@@ -286,7 +282,7 @@ inline auto out_acc(Out* y, Acc* buf) {
 
 template <typename Acc, typename Out, typename Values>
 inline void store_run(Values values, Out* y, int64_t n) {
-  if constexpr (kStaged<Out, Acc>) narrow_run(static_cast<const Acc*>(values), y, n);
+  if constexpr (kStaged<Out, Acc>) convert_run<Acc>(static_cast<const Acc*>(values), y, n);
 }
 
 // f(xa, ya, m) over x[0, n) -> y[0, n) in blocks of kBlockLen: xa reads m elements of x as Acc,
@@ -336,7 +332,7 @@ inline void load_lanes(const In* x, int64_t stride, Vec<Acc> (&v)[kLanes<Acc> / 
   }
   Acc e[L];
   if (stride == 1) {
-    widen_run(x, e, L);  // float16, in order
+    convert_run<Acc>(x, e, L);  // float16, in order
     std::memcpy(v, e, sizeof e);
     return;
   }
@@ -443,7 +439,7 @@ inline void fold_columns(const In* x, int64_t rb, int64_t re, int64_t row_stride
       for (int j = 0; j < N; ++j) std::memcpy(&e[j], row + j * W, sizeof e[j]);
     } else {
       Acc wide[N * W];
-      widen_run(row, wide, N * W);
+      convert_run<Acc>(row, wide, N * W);
       std::memcpy(e, wide, sizeof e);
     }
     if constexpr (std::is_same_v<Op, MaxOp<Acc>>) {
@@ -600,18 +596,17 @@ inline V exp_nonpositive_float(V x) {
 }
 
 // float64 keeps libm's exp: a polynomial as accurate needs twice the terms, and float64 rows
-// are the rare case. V: a scalar or a vector.
+// are the rare case. V: a float, a double or a vector of floats (the only vectors for_each_vector
+// passes: float16's).
 template <typename V>
 inline V exp_nonpositive(V x) {
-  if constexpr (std::is_same_v<V, float>) {
-    return exp_nonpositive_float<V, uint32_t>(x);
-  } else if constexpr (std::is_same_v<Lane<V>, float>) {
-    return exp_nonpositive_float<V, typename VectorBytes<uint32_t, sizeof(V)>::type>(x);
-  } else if constexpr (std::is_same_v<V, double>) {
+  if constexpr (std::is_same_v<V, double>) {
     return std::exp(x);
+  } else if constexpr (std::is_same_v<V, float>) {
+    return exp_nonpositive_float<V, uint32_t>(x);
   } else {
-    for (int k = 0; k < int(sizeof(V) / sizeof(double)); ++k) x[k] = std::exp(x[k]);
-    return x;
+    static_assert(std::is_same_v<Lane<V>, float>);
+    return exp_nonpositive_float<V, typename VectorBytes<uint32_t, sizeof(V)>::type>(x);
   }
 }
 
