@@ -176,7 +176,7 @@ template <typename Acc, bool kVectors, typename F>
 inline void for_each_vector(int64_t n, const F& f) {
   int64_t i = 0;
   if constexpr (kVectors)
-    for (; i + kWidth<Acc> <= n; i += kWidth<Acc>) f(i, Vec<Acc>{});
+    for (const int64_t whole = n - n % kWidth<Acc>; i < whole; i += kWidth<Acc>) f(i, Vec<Acc>{});
   for (; i < n; ++i) f(i, Acc{});
 }
 
