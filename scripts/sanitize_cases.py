@@ -45,10 +45,12 @@ def check_row_ops(tag, rows, cols, dtype, tol):
 
 
 for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
-    # Reductions: group rows (4..32 lanes), block rows, split rows (few long rows, whole tensor),
-    # columns with and without a split, strided rows, an unaligned start.
-    for shape, dim in [((64, 13), -1), ((64, 100), -1), ((64, 500), -1), ((8, 3000), -1),
-                       ((2, 70000), -1), ((140000,), None), ((300, 64), 0), ((5000, 8), 0),
+    # Reductions: a warp per row (few short aligned rows: 1024 whole, 64 x 100 and 64 x 500 in
+    # 4- and 8-byte types), short rows (1001 x 128), group rows (4..32 lanes), block rows, split
+    # rows (few long rows, whole tensor), columns with and without a split, strided rows, an
+    # unaligned start.
+    for shape, dim in [((1024,), None), ((64, 13), -1), ((64, 100), -1), ((64, 500), -1), ((1001, 128), -1),
+                       ((8, 3000), -1), ((2, 70000), -1), ((140000,), None), ((300, 64), 0), ((5000, 8), 0),
                        ((40, 7, 9), (0, 2)), ((16, 12), 0)]:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)

@@ -468,6 +468,57 @@ def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout,
         check_sum(x, dim, dtype=torch.float32)
 
 
+# Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a warp per
+# row on CUDA (reduce_few_rows_kernel), at 1, 2, 4 or 8 packs a lane: every count of packs around
+# those steps, each dtype's pack width, one row and several, and the values that must survive a
+# fold (NaN and infinities anywhere, -inf rows, cancelling sums).
+FEW_ROW_PACKS = [1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257]
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("packs", FEW_ROW_PACKS)
+def test_few_short_aligned_rows(device, dtype, packs, rows):
+    cols = packs * (16 // dtype.itemsize)
+    x = make_input((rows, cols), dtype, device)
+    check_sum(x, -1)
+    check_amax(x, -1)
+    if dtype in (torch.float16, torch.bfloat16):
+        check_sum(x, -1, dtype=torch.float32)
+    check_sum(x[0])
+    check_amax(x[0])
+
+
+@pytest.mark.parametrize("packs", [1, 33, 64, 129, 256])
+def test_few_short_aligned_rows_special_values(device, dtype, packs):
+    cols = packs * (16 // dtype.itemsize)
+    x = make_input((4, cols), dtype, device)
+    x[0, cols - 1] = float("nan")  # the last lane's last pack
+    x[1] = float("-inf")
+    x[2, cols // 2] = float("inf")
+    x[3, 0] = float("inf")
+    x[3, cols - 1] = float("-inf")  # inf - inf: NaN
+    for row in x:
+        check_amax(row)
+        check_sum(row)
+    assert torch.isnan(reduce_ops.amax(x[0])) and reduce_ops.amax(x[1]).item() == float("-inf")
+    negative = -(make_input((cols,), dtype, device).abs() + 1)
+    assert check_amax(negative).item() < 0
+
+
+@requires_cuda
+@pytest.mark.parametrize("kind", ["offset", "mixed", "cancel"])
+@pytest.mark.parametrize("n", [1024, 2048])
+def test_compensated_short_row_sum_error_is_a_few_ulps_of_abs_sum(kind, n):
+    # The warp-per-row kernel merges its lanes' packs and lanes compensated, as the block kernels
+    # do: the same bound as test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum's.
+    for dtype in (torch.float32, torch.bfloat16):
+        x = _hard_sum_inputs(1 << 12, "cuda")[kind][:n].to(dtype)
+        ref = x.double().sum()
+        bound = 8 * 2.0 ** -24 * x.double().abs().sum()
+        err = (reduce_ops.sum(x, dtype=torch.float32).double() - ref).abs()
+        assert err <= bound, f"{dtype}: error {err.item():.3g} > {bound.item():.3g}"
+
+
 @requires_cuda
 @pytest.mark.parametrize("shape,dim", [((3, 70001), -1), ((1 << 20,), None), ((5000, 8), 0)], ids=str)
 def test_split_counters_reset_between_calls_and_streams(shape, dim):

@@ -88,6 +88,8 @@ class ForcedStrategy {
  public:
   ForcedStrategy() : name_(std::getenv("REDUCE_OPS_STRATEGY")) {}
   bool is(const char* name) const { return name_ != nullptr && std::strcmp(name_, name) == 0; }
+  // Whether any strategy is forced.
+  bool any() const { return name_ != nullptr && *name_ != '\0'; }
 
  private:
   const char* name_;

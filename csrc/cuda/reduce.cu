@@ -1,6 +1,8 @@
 // Launch of the reductions: picks kernel, block, grid and split from the view and the device.
 //
 // Strategies (REDUCE_OPS_STRATEGY forces one where the shape allows, for tests and measurement):
+//   few    a one-warp block per row, up to 8 packs a lane (few short aligned rows, such as a
+//          small tensor reduced whole; automatic only: any forced strategy skips it)
 //   short  lanes per row, several rows in flight (aligned short rows; the default for them)
 //   group  lanes per row, one row at a time   warp   a warp per row, medium rows
 //   block  a block per row                    split  several blocks per row, one launch
@@ -115,6 +117,24 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
   // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy).
   const bool many_rows = a.rows >= 32 * sm_count();
+  // Few short aligned rows, up to two per SM: a one-warp block each (reduce_few_rows_kernel), up
+  // to 8 packs a lane. H100, CUDA graph, us, the kernels chosen before -> this one
+  // (h100_study/session42_small_rows.txt): float32 1024-element sum 1.91 -> 1.73, amax 1.84 ->
+  // 1.57; bfloat16 1024 sum 1.77 -> 1.54, into float32 2.02 -> 1.59; 256 x 1024 float32 sum over
+  // dim -1 2.40 -> 1.98, bfloat16 amax 2.07 -> 1.86; faster in every case measured (1 to 264
+  // rows of 8 to 2048 elements).
+  const bool few_rows = a.rows <= 2 * sm_count();
+  if (a.aligned && a.inner == 1 && packs <= 8 * kWarpSize && few_rows && !forced.any()) {
+    auto warp = [&](auto packs_tag) {
+      constexpr int kPacks = decltype(packs_tag)::value;
+      reduce_few_rows_kernel<In, Out, R, kPacks>
+          <<<a.rows, kWarpSize, 0, stream>>>(x, out, a.outer_stride, static_cast<int>(packs), r);
+    };
+    if (packs <= kWarpSize) return warp(Int<1>{});
+    if (packs <= 2 * kWarpSize) return warp(Int<2>{});
+    if (packs <= 4 * kWarpSize) return warp(Int<4>{});
+    return warp(Int<8>{});
+  }
   if (a.aligned && a.inner == 1 && packs <= 32 && !forced.is("block") && !forced.is("group")) {
     // Short aligned rows: a pack per lane per row, 4 rows in flight per lane (8 for groups of 4
     // lanes). H200, 442368 x 128: 8 rows for 32-lane groups took float32 amax from 85% to 68% of
