@@ -45,7 +45,7 @@ def check_row_ops(tag, rows, cols, dtype, tol):
 
 
 for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
-    # Reductions: a warp per row (few short aligned rows: 1024 whole, 64 x 100 and 64 x 500 in
+    # Reductions: one-warp blocks (few short aligned rows: 1024 whole, 64 x 100 and 64 x 500 in
     # 4- and 8-byte types), short rows (1001 x 128), group rows (4..32 lanes), block rows, split
     # rows (few long rows, whole tensor), columns with and without a split, strided rows, an
     # unaligned start.

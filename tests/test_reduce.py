@@ -468,8 +468,8 @@ def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout,
         check_sum(x, dim, dtype=torch.float32)
 
 
-# Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a warp per
-# row on CUDA (reduce_few_rows_kernel), at 1, 2, 4 or 8 packs a lane: every count of packs around
+# Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a one-warp
+# block per row on CUDA (reduce_few_rows_kernel), at 1, 2, 4 or 8 packs a lane: every count of packs around
 # those steps, each dtype's pack width, one row and several, and the values that must survive a
 # fold (NaN and infinities anywhere, -inf rows, cancelling sums).
 FEW_ROW_PACKS = [1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257]
@@ -503,20 +503,6 @@ def test_few_short_aligned_rows_special_values(device, dtype, packs):
     assert torch.isnan(reduce_ops.amax(x[0])) and reduce_ops.amax(x[1]).item() == float("-inf")
     negative = -(make_input((cols,), dtype, device).abs() + 1)
     assert check_amax(negative).item() < 0
-
-
-@requires_cuda
-@pytest.mark.parametrize("kind", ["offset", "mixed", "cancel"])
-@pytest.mark.parametrize("n", [1024, 2048])
-def test_compensated_short_row_sum_error_is_a_few_ulps_of_abs_sum(kind, n):
-    # The warp-per-row kernel merges its lanes' packs and lanes compensated, as the block kernels
-    # do: the same bound as test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum's.
-    for dtype in (torch.float32, torch.bfloat16):
-        x = _hard_sum_inputs(1 << 12, "cuda")[kind][:n].to(dtype)
-        ref = x.double().sum()
-        bound = 8 * 2.0 ** -24 * x.double().abs().sum()
-        err = (reduce_ops.sum(x, dtype=torch.float32).double() - ref).abs()
-        assert err <= bound, f"{dtype}: error {err.item():.3g} > {bound.item():.3g}"
 
 
 @requires_cuda
@@ -574,15 +560,17 @@ def _hard_sum_inputs(n, device):
 
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
-@pytest.mark.parametrize("view", ["flat", "rows", "cols"])
+@pytest.mark.parametrize("view", ["flat", "rows", "cols", "short1024", "short2048"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     # Compensated: each thread adds one pack's pairwise sum (<= 8 elements: 3 roundings) with
     # Neumaier's correction, and partials merge compensated, so |error| <= ~6 u sum|x| (u = 2^-24)
     # whatever the length (a plain float32 sum's bound grows with the length each thread adds).
-    # Every sum into a float32 result is compensated: bfloat16 inputs with dtype=torch.float32 too.
+    # Every sum into a float32 result is compensated: bfloat16 inputs with dtype=torch.float32 too,
+    # and the short rows of the one-warp blocks, which merge a lane's packs and the lanes so.
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
-    x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0)}[view]
+    x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0),
+              "short1024": (x[:1024], None), "short2048": (x[:2048], None)}[view]
     ref = x.double().sum(dim if dim is not None else ())
     bound = 8 * 2.0 ** -24 * x.double().abs().sum(dim if dim is not None else ())
     err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()

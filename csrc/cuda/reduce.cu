@@ -123,8 +123,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // 1.57; bfloat16 1024 sum 1.77 -> 1.54, into float32 2.02 -> 1.59; 256 x 1024 float32 sum over
   // dim -1 2.40 -> 1.98, bfloat16 amax 2.07 -> 1.86; faster in every case measured (1 to 264
   // rows of 8 to 2048 elements).
-  const bool few_rows = a.rows <= 2 * sm_count();
-  if (a.aligned && a.inner == 1 && packs <= 8 * kWarpSize && few_rows && !forced.any()) {
+  const bool few_short_rows = a.aligned && a.inner == 1 && packs <= 8 * kWarpSize && a.rows <= 2 * sm_count();
+  if (few_short_rows && !forced.any()) {
     auto warp = [&](auto packs_tag) {
       constexpr int kPacks = decltype(packs_tag)::value;
       reduce_few_rows_kernel<In, Out, R, kPacks>

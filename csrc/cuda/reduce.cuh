@@ -73,14 +73,15 @@ struct NeumaierReducer {
   __device__ V finish(Acc a) const { return a.sum - a.sum == V(0) ? a.sum + a.comp : a.sum; }
 };
 
-// The pairwise fold of n values (a power of two) with R's reduce: halves, in place.
-template <typename R, int n>
-__device__ __forceinline__ typename R::Value tree_fold(typename R::Value (&v)[n], const R& r) {
+// The pairwise fold of n values (a power of two) with fold(a, b): halves, in place. Values fold
+// with R's reduce, running states (R::Acc) with R's merge, R itself.
+template <typename T, int n, typename Fold>
+__device__ __forceinline__ T tree_fold(T (&v)[n], const Fold& fold) {
   static_assert((n & (n - 1)) == 0, "a power of two");
 #pragma unroll
   for (int half = n / 2; half > 0; half /= 2) {
 #pragma unroll
-    for (int k = 0; k < half; ++k) v[k] = r.reduce(v[k], v[k + half]);
+    for (int k = 0; k < half; ++k) v[k] = fold(v[k], v[k + half]);
   }
   return v[0];
 }
@@ -126,15 +127,17 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
     // 65.2 -> 64.0; a sum of 1024 in a CUDA graph 2.22 -> 1.99 us. Compensated sums keep one
     // Neumaier step per pack, which their error bound counts on (log2(kVec) + 2 ulps).
     if constexpr (std::is_same_v<typename R::Acc, typename R::Value>) {
-      typename R::Value e[kVec];
+      using V = typename R::Value;
+      const auto reduce = [&r](V a, V b) { return r.reduce(a, b); };
+      V e[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        typename R::Value t[kUnroll];
+        V t[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) t[u] = static_cast<typename R::Value>(v[u].v[k]);
-        e[k] = tree_fold(t, r);
+        for (int u = 0; u < kUnroll; ++u) t[u] = static_cast<V>(v[u].v[k]);
+        e[k] = tree_fold(t, reduce);
       }
-      lanes[0] = r.add(lanes[0], tree_fold(e, r));
+      lanes[0] = r.add(lanes[0], tree_fold(e, reduce));
     } else {
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) lanes[u] = r.add(lanes[u], pack_value(v[u], r));
@@ -300,7 +303,6 @@ __global__ void __launch_bounds__(kWarpSize) reduce_few_rows_kernel(const In* __
   constexpr int kVec = kMaxVec<In>;
   using P = Pack<In, kVec>;
   using Acc = typename R::Acc;
-  static_assert((kPacks & (kPacks - 1)) == 0, "a power of two");
   const P* packs = reinterpret_cast<const P*>(x + blockIdx.x * row_stride);
   const int lane = threadIdx.x;
   P v[kPacks];
@@ -313,13 +315,8 @@ __global__ void __launch_bounds__(kWarpSize) reduce_few_rows_kernel(const In* __
   for (int p = 0; p < kPacks; ++p) {
     acc[p] = lane + p * kWarpSize < npacks ? r.add(R::identity(), pack_value(v[p], r)) : R::identity();
   }
-#pragma unroll
-  for (int half = kPacks / 2; half > 0; half /= 2) {
-#pragma unroll
-    for (int p = 0; p < half; ++p) acc[p] = r(acc[p], acc[p + half]);
-  }
-  acc[0] = warp_all_reduce<kWarpSize>(acc[0], r);
-  if (lane == 0) out[blockIdx.x] = static_cast<Out>(r.finish(acc[0]));
+  const Acc folded = warp_all_reduce<kWarpSize>(tree_fold(acc, r), r);
+  if (lane == 0) out[blockIdx.x] = static_cast<Out>(r.finish(folded));
 }
 
 // Work item w's segment reduced by the whole block; every thread gets the result.
