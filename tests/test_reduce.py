@@ -417,7 +417,7 @@ def test_unsupported_input_dtype_raises_naming_op_and_dtype(device, op, bad_dtyp
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 @pytest.mark.parametrize("shape,dim", [((1 << 20,), None), ((1021, 1031), 0), ((1021, 1031), 1),
-                                       ((64, 128, 129), (0, 2))], ids=str)
+                                       ((64, 128, 129), (0, 2)), ((1000, 96), 0), ((64, 4096), 1)], ids=str)
 def test_sum_is_deterministic(device, dtype, shape, dim):
     x = make_input(shape, dtype, device, scale=100.0)
     first = reduce_ops.sum(x, dim)
@@ -468,11 +468,12 @@ def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout,
         check_sum(x, dim, dtype=torch.float32)
 
 
-# Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a one-warp
-# block per row on CUDA (reduce_few_rows_kernel), at 1, 2, 4 or 8 packs a lane: every count of packs around
-# those steps, each dtype's pack width, one row and several, and the values that must survive a
-# fold (NaN and infinities anywhere, -inf rows, cancelling sums).
-FEW_ROW_PACKS = [1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257]
+# Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a block per
+# row on CUDA (reduce_few_rows_kernel): one warp at 1, 2, 4 or 8 packs a lane up to 256 packs, then
+# 4 or 8 warps of 4 packs a lane up to 1024: every count of packs around those steps, each dtype's
+# pack width, one row and several, and the values that must survive a fold (NaN and infinities
+# anywhere, -inf rows, cancelling sums).
+FEW_ROW_PACKS = [1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025]
 
 
 @pytest.mark.parametrize("rows", [1, 3])
@@ -488,7 +489,7 @@ def test_few_short_aligned_rows(device, dtype, packs, rows):
     check_amax(x[0])
 
 
-@pytest.mark.parametrize("packs", [1, 33, 64, 129, 256])
+@pytest.mark.parametrize("packs", [1, 33, 64, 129, 256, 300, 1024])
 def test_few_short_aligned_rows_special_values(device, dtype, packs):
     cols = packs * (16 // dtype.itemsize)
     x = make_input((4, cols), dtype, device)
@@ -505,8 +506,67 @@ def test_few_short_aligned_rows_special_values(device, dtype, packs):
     assert check_amax(negative).item() < 0
 
 
+# Small column reductions whose reduced dim one block loads at once (CUDA: reduce_cols_few_kernel,
+# up to 2048 rows): every step of its block shapes (4, 8, 16, ..., 256, 1024 and 2048 rows; one
+# warp of 32 / 2^k columns up to 256 rows, then one column a block of 4 or 8 warps), column counts
+# that leave a block's last lanes past the end, and a middle dim (outer index > 1).
+FEW_COLS_ROWS = [1, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 1024, 1025, 2048, 2049]
+
+
+@pytest.mark.parametrize("packs", [1, 5, 40])
+@pytest.mark.parametrize("rows", FEW_COLS_ROWS)
+def test_few_columns(device, dtype, rows, packs):
+    cols = packs * (16 // dtype.itemsize)
+    x = make_input((rows, cols), dtype, device)
+    check_sum(x, 0)
+    check_amax(x, 0)
+    if dtype in (torch.float16, torch.bfloat16):
+        check_sum(x, 0, dtype=torch.float32)
+    y = make_input((3, rows, cols), dtype, device)
+    check_sum(y, 1)
+    check_amax(y, 1)
+
+
+@pytest.mark.parametrize("rows", [4, 33, 300, 2048])
+def test_few_columns_special_values(device, dtype, rows):
+    cols = 6 * (16 // dtype.itemsize)
+    x = make_input((rows, cols), dtype, device)
+    x[rows - 1, 0] = float("nan")  # the last row: the last of a thread's loads
+    x[:, 1] = float("-inf")
+    x[rows // 2, 2] = float("inf")
+    x[0, 3] = float("inf")
+    x[rows - 1, 3] = float("-inf")  # inf - inf: NaN
+    out = check_amax(x, 0)
+    check_sum(x, 0)
+    assert torch.isnan(out[0]) and out[1].item() == float("-inf")
+    negative = -(make_input((rows, cols), dtype, device).abs() + 1)
+    assert (check_amax(negative, 0) < 0).all()
+
+
+# Split rows of one round of loads a segment (CUDA: reduce_split_few_kernel, whole tensors up to
+# 16 MB and few long rows): segments of 1024 or 2048 packs, a last segment of any length, rows
+# whose stride is not their length, and a NaN in the last segment's last pack.
 @requires_cuda
-@pytest.mark.parametrize("shape,dim", [((3, 70001), -1), ((1 << 20,), None), ((5000, 8), 0)], ids=str)
+@pytest.mark.parametrize("shape,dim", [((8192,), None), ((8192 + 8,), None), ((40000,), None), ((1 << 18,), None),
+                                       ((3 << 20,), None), ((4, 65536 + 24), -1), ((2, 9000), -1),
+                                       ((16, 1 << 16), -1)], ids=str)
+def test_split_rows_of_one_round(dtype, shape, dim):
+    x = make_input(shape, dtype, "cuda")
+    check_sum(x, dim)
+    check_amax(x, dim)
+    if dtype in (torch.float16, torch.bfloat16):
+        check_sum(x, dim, dtype=torch.float32)
+    if len(shape) == 2:
+        wide = make_input((shape[0], shape[1] + 16 // dtype.itemsize), dtype, "cuda")[:, :shape[1]]
+        check_sum(wide, dim)
+        check_amax(wide, dim)
+    x.view(-1)[-1] = float("nan")
+    assert torch.isnan(check_amax(x, dim)).any() and torch.isnan(check_sum(x, dim)).any()
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,dim", [((3, 70001), -1), ((1 << 20,), None), ((5000, 8), 0), ((4, 65536), -1)],
+                         ids=str)
 def test_split_counters_reset_between_calls_and_streams(shape, dim):
     # The split kernel's last block resets its row counters; a stale count would pick the wrong
     # "last" block on the next call (a row folded before all its partials arrived).
@@ -560,17 +620,19 @@ def _hard_sum_inputs(n, device):
 
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
-@pytest.mark.parametrize("view", ["flat", "rows", "cols", "short1024", "short2048"])
+@pytest.mark.parametrize("view", ["flat", "rows", "cols", "short1024", "short2048", "flat2^20", "rows64", "cols1024"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     # Compensated: each thread adds one pack's pairwise sum (<= 8 elements: 3 roundings) with
     # Neumaier's correction, and partials merge compensated, so |error| <= ~6 u sum|x| (u = 2^-24)
     # whatever the length (a plain float32 sum's bound grows with the length each thread adds).
     # Every sum into a float32 result is compensated: bfloat16 inputs with dtype=torch.float32 too,
-    # and the short rows of the one-warp blocks, which merge a lane's packs and the lanes so.
+    # and the few kernels' (short rows, one-round split rows, small columns), which merge a
+    # thread's packs or rows of four and the threads so.
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0),
-              "short1024": (x[:1024], None), "short2048": (x[:2048], None)}[view]
+              "short1024": (x[:1024], None), "short2048": (x[:2048], None), "flat2^20": (x[:1 << 20], None),
+              "rows64": (x[:1 << 18].view(64, -1), 1), "cols1024": (x[:1 << 17].view(1024, -1), 0)}[view]
     ref = x.double().sum(dim if dim is not None else ())
     bound = 8 * 2.0 ** -24 * x.double().abs().sum(dim if dim is not None else ())
     err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()

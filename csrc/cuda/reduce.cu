@@ -1,13 +1,16 @@
 // Launch of the reductions: picks kernel, block, grid and split from the view and the device.
 //
 // Strategies (REDUCE_OPS_STRATEGY forces one where the shape allows, for tests and measurement):
-//   few    a one-warp block per row, up to 8 packs a lane (few short aligned rows, such as a
-//          small tensor reduced whole; automatic only: any forced strategy skips it)
+//   few    a block per row, every pack loaded at once (few aligned rows of up to 1024 packs,
+//          such as a small tensor reduced whole), and for split rows segments of one round
+//          each (whole tensors up to 16 MB); automatic only: any forced strategy skips them
 //   short  lanes per row, several rows in flight (aligned short rows; the default for them)
 //   group  lanes per row, one row at a time   warp   a warp per row, medium rows
 //   block  a block per row                    split  several blocks per row, one launch
 // Columns (a reduction over an outer dim, chosen by layout):
-//   wave   one or two rounds of loads a thread, all blocks in one wave (small inputs, default)
+//   few    a block reads the whole reduced dim (up to 2048 rows) at once, all blocks in one
+//          wave (small inputs; automatic only, as the rows' few)
+//   wave   one or two rounds of loads a thread, all blocks in one wave (small inputs)
 //   stream many rounds a thread, the reduced dim split over up to one wave (split: at least 2)
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
@@ -117,23 +120,28 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
   // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy).
   const bool many_rows = a.rows >= 32 * sm_count();
-  // Few short aligned rows, up to two per SM: a one-warp block each (reduce_few_rows_kernel), up
-  // to 8 packs a lane. H100, CUDA graph, us, the kernels chosen before -> this one
+  // Few short aligned rows, up to two per SM: a block each (reduce_few_rows_kernel), every pack
+  // loaded at once: one warp of up to 8 packs a lane up to 256 packs, then 4 or 8 warps of 4 packs
+  // a lane up to 1024. H100, CUDA graph, us, the kernels chosen before -> these
   // (h100_study/session42_small_rows.txt): float32 1024-element sum 1.91 -> 1.73, amax 1.84 ->
   // 1.57; bfloat16 1024 sum 1.77 -> 1.54, into float32 2.02 -> 1.59; 256 x 1024 float32 sum over
   // dim -1 2.40 -> 1.98, bfloat16 amax 2.07 -> 1.86; faster in every case measured (1 to 264
-  // rows of 8 to 2048 elements).
-  const bool few_short_rows = a.aligned && a.inner == 1 && packs <= 8 * kWarpSize && a.rows <= 2 * sm_count();
+  // rows of 8 to 2048 elements). 64 x 4096 over dim -1, against the block kernel
+  // (h100_study/session43_small.txt): float32 sum 2.32 -> 2.13 with 8 warps of 4 packs (4 warps
+  // of 8 packs took 2.72 in the bisect), amax 2.22 -> 1.85; bfloat16 sum 2.15 -> 1.86 with 4 warps.
+  const bool few_short_rows = a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= 2 * sm_count();
   if (few_short_rows && !forced.any()) {
-    auto warp = [&](auto packs_tag) {
-      constexpr int kPacks = decltype(packs_tag)::value;
-      reduce_few_rows_kernel<In, Out, R, kPacks>
-          <<<a.rows, kWarpSize, 0, stream>>>(x, out, a.outer_stride, static_cast<int>(packs), r);
+    auto launch = [&](auto warps_tag, auto packs_tag) {
+      constexpr int kWarps = decltype(warps_tag)::value, kPacks = decltype(packs_tag)::value;
+      reduce_few_rows_kernel<In, Out, R, kWarps, kPacks>
+          <<<a.rows, kWarps * kWarpSize, 0, stream>>>(x, out, a.outer_stride, static_cast<int>(packs), r);
     };
-    if (packs <= kWarpSize) return warp(Int<1>{});
-    if (packs <= 2 * kWarpSize) return warp(Int<2>{});
-    if (packs <= 4 * kWarpSize) return warp(Int<4>{});
-    return warp(Int<8>{});
+    if (packs <= kWarpSize) return launch(Int<1>{}, Int<1>{});
+    if (packs <= 2 * kWarpSize) return launch(Int<1>{}, Int<2>{});
+    if (packs <= 4 * kWarpSize) return launch(Int<1>{}, Int<4>{});
+    if (packs <= 8 * kWarpSize) return launch(Int<1>{}, Int<8>{});
+    if (packs <= 16 * kWarpSize) return launch(Int<4>{}, Int<4>{});
+    return launch(Int<8>{}, Int<4>{});
   }
   if (a.aligned && a.inner == 1 && packs <= 32 && !forced.is("block") && !forced.is("group")) {
     // Short aligned rows: a pack per lane per row, 4 rows in flight per lane (8 for groups of 4
@@ -199,6 +207,31 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   }
   if (a.splits == 1) {
     launch_rows_unsplit(x, out, a, r, stream, forced);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
+  // Split plain aligned rows of segments one round of loads covers (up to 16 MB whole):
+  // reduce_split_few_kernel, segments of 256 threads x kPacks packs, 8 where that still makes
+  // 128 blocks, else 4. H100, CUDA graph, us (h100_study/session43_small.txt): the bisect's 2^20
+  // float32 sum took 3.47 with 32 KB segments, 3.80 with 16 KB, its bfloat16 sum 3.11 with 16 KB
+  // and 3.20 with 8 KB, 4 x 65536 float32 over dim -1 2.96 with 8-32 KB alike; against the
+  // kernel chosen before, 2^14 to 2^20 elements whole and 2-16 long rows are 6-18% faster
+  // (2^20 float32 sum 4.53 -> 3.77, bfloat16 3.83 -> 3.18); at 2^22 the float32 sum is even
+  // (9.72 -> 9.79), its bfloat16 sum and float32 amax 8-9% faster.
+  // Automatic only, as the few rows.
+  constexpr int kVec = kMaxVec<In>;
+  const int64_t packs = a.cols / kVec;
+  if (!forced.any() && a.inner == 1 && a.elem_stride == 1 && is_aligned(x, 16) && a.cols % kVec == 0 &&
+      a.outer_stride % kVec == 0 && a.chunk / kVec <= 8 * kRowsBlockThreads) {
+    const bool wide = a.rows * ceil_div(packs, 8 * kRowsBlockThreads) >= 128;
+    const int64_t splits = ceil_div(packs, (wide ? 8 : 4) * kRowsBlockThreads);
+    const at::Tensor partial =
+        at::empty({a.rows * splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+    at::Tensor graph_owned;
+    unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
+    const auto kernel = wide ? reduce_split_few_kernel<In, Out, R, 8> : reduce_split_few_kernel<In, Out, R, 4>;
+    kernel<<<a.rows * splits, kRowsBlockThreads, 0, stream>>>(x, out, a.outer_stride, packs, static_cast<int>(splits),
+                                                            reinterpret_cast<Acc*>(partial.mutable_data_ptr()), counters, r);
   } else {
     a.aligned = segments_aligned(x, a);
     const at::Tensor partial =
@@ -294,7 +327,47 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, bool force_split) {
   return {a, l};
 }
 
-// Columns: the latency-first plan while its blocks fit in one wave, else the streaming one
+// Small column reductions in one block's reach (reduce_cols_few_kernel): launched, and true, where
+// the reduced dim is at most 2048 rows, the input at most 8 MB and the blocks fit in one wave.
+// One warp a block up to 256 rows (its lanes split between 32 / 2^k columns and 2^k rows, 8 rows
+// a thread; 4 for up to 4 rows), then one column a block of 4 or 8 warps. H100, CUDA graph, us,
+// among the shapes tried (h100_study/session43_small.txt): 64 x 4096 bfloat16 sum 1.82 with one
+// warp of 4 columns x 8 rows, 2.05-2.20 with 2 or 8 warps; 1024 x 128 float32 2.32 with 128
+// rows of threads, 2.56 with 256 of 4 rows each. Past 8 MB the wave and streaming plans' wider
+// rows win: 2048 x 4096 bfloat16 (16 MB) 10.70 -> 11.30 us by this kernel, where 2048 x 1024
+// float32 (8 MB) gained (8.47 -> 6.99).
+template <typename In, typename Out, typename R>
+bool launch_cols_few(const In* x, Out* out, const ReduceGeometry& g, const R& r, cudaStream_t stream) {
+  constexpr int kVec = kMaxVec<In>;
+  constexpr int64_t kMaxBytes = int64_t{8} << 20;
+  const int64_t col_packs = g.inner / kVec;
+  if (g.reduced > 2048 || g.outer > 65535 || col_packs > (int64_t{1} << 30) ||
+      g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In)) > kMaxBytes) {
+    return false;
+  }
+  const ColsFewArgs a{g.outer_stride, g.reduced_stride, static_cast<int>(g.reduced), static_cast<int>(col_packs)};
+  auto launch = [&](auto bx_tag, auto by_tag, auto packs_tag) {
+    constexpr int kBx = decltype(bx_tag)::value, kBy = decltype(by_tag)::value, kPacks = decltype(packs_tag)::value;
+    const auto kernel = reduce_cols_few_kernel<In, Out, R, kBx, kBy, kPacks>;
+    const int64_t tiles = ceil_div(col_packs, kBx);
+    if (g.outer * tiles > sm_count() * resident_blocks(kernel, kBx * kBy, 0)) return false;
+    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(g.outer)), kBx * kBy, 0, stream>>>(x, out, a, r);
+    return true;
+  };
+  if (g.reduced <= 4) return launch(Int<32>{}, Int<1>{}, Int<4>{});
+  if (g.reduced <= 8) return launch(Int<32>{}, Int<1>{}, Int<8>{});
+  if (g.reduced <= 16) return launch(Int<16>{}, Int<2>{}, Int<8>{});
+  if (g.reduced <= 32) return launch(Int<8>{}, Int<4>{}, Int<8>{});
+  if (g.reduced <= 64) return launch(Int<4>{}, Int<8>{}, Int<8>{});
+  if (g.reduced <= 128) return launch(Int<2>{}, Int<16>{}, Int<8>{});
+  if (g.reduced <= 256) return launch(Int<1>{}, Int<32>{}, Int<8>{});
+  if (g.reduced <= 1024) return launch(Int<1>{}, Int<128>{}, Int<8>{});
+  return launch(Int<1>{}, Int<256>{}, Int<8>{});
+}
+
+// Columns: a block reading the whole reduced dim at once where one can and the blocks fit in one
+// wave (reduce_cols_few_kernel; automatic only: any forced strategy skips it), else the
+// latency-first plan while its blocks fit in one wave, else the streaming one
 // (REDUCE_OPS_STRATEGY=stream forces it, =split forces its split).
 template <typename In, typename Out, typename R>
 void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
@@ -306,6 +379,10 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   const ColsArgs base{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, g.inner_stride, 1, g.reduced, 1, 1, 1};
   const bool vectorize = base.inner_stride == 1 && base.inner % kVec == 0 && base.outer_stride % kVec == 0 &&
                          base.reduced_stride % kVec == 0 && is_aligned(x, 16) && is_aligned(out, sizeof(Out) * kVec);
+  if (vectorize && !forced.any() && launch_cols_few(x, out, g, r, stream)) {
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   const int vec = vectorize ? kVec : 1;
   const auto kernel = vectorize ? reduce_cols_kernel<In, Out, R, kVec> : reduce_cols_kernel<In, Out, R, 1>;
   const size_t smem_per_thread = sizeof(Acc) * vec;

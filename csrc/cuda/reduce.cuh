@@ -289,34 +289,109 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
   }
 }
 
-// Few short aligned rows (plain rows, one segment each: a whole small tensor, typically), a warp
-// per row and a block per warp: block b reduces the row at x + b * row_stride, of npacks <= 32 x
-// kPacks packs, all loaded before the first fold. Each lane folds its packs as a tree with the
-// reducer's merge (compensated sums stay compensated), then the warp's butterfly; no block
-// barrier, no loop, and only the pointers, the stride and npacks as arguments. In a CUDA graph on
-// an H100 a kernel storing one value takes ~1.15 us a call, and a 1024-float sum took 1.90 us by
-// the block kernel: its grid-stride loop and segment_start alone cost 0.15 us, and the second
-// barrier of block_all_reduce 0.09 (h100_study/session42_small_rows.txt).
-template <typename In, typename Out, typename R, int kPacks>
-__global__ void __launch_bounds__(kWarpSize) reduce_few_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
-                                                                    int64_t row_stride, int npacks, R r) {
-  constexpr int kVec = kMaxVec<In>;
-  using P = Pack<In, kVec>;
-  using Acc = typename R::Acc;
+// The block's fold of every thread's v (kWarps warps, 1-D), for every thread, after one barrier:
+// each warp folds the warps' values itself where block_all_reduce has warp 0 fold them and
+// broadcast them after a second barrier (0.09 us of a 1024-float sum in a CUDA graph, H100,
+// h100_study/session42_small_rows.txt). Its slots are written once: a kernel calls it once.
+template <int kWarps, typename Acc, typename Op>
+__device__ __forceinline__ Acc block_fold_once(Acc v, Op op) {
+  static_assert(kWarps >= 1 && kWarps <= kWarpSize && (kWarps & (kWarps - 1)) == 0, "1 to 32 warps, a power of two");
+  v = warp_all_reduce<kWarpSize>(v, op);
+  if constexpr (kWarps == 1) {
+    return v;
+  } else {
+    __shared__ Acc warp_results[kWarps];
+    const int lane = threadIdx.x % kWarpSize;
+    if (lane == 0) warp_results[threadIdx.x / kWarpSize] = v;
+    __syncthreads();
+    return warp_all_reduce<kWarps>(lane < kWarps ? warp_results[lane] : Op::identity(), op);
+  }
+}
+
+// kPacks packs a thread of a run of npacks 16-byte packs, thread t taking t, t + kThreads, ...,
+// all loaded before the first fold; each thread folds its packs as a tree with the reducer's merge
+// (compensated sums stay compensated).
+template <int kThreads, int kPacks, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_fold_packs_once(const Pack<In, kMaxVec<In>>* packs, int npacks,
+                                                                  const R& r) {
+  const int t = threadIdx.x;
+  Pack<In, kMaxVec<In>> v[kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    if (t + p * kThreads < npacks) v[p] = packs[t + p * kThreads];
+  }
+  typename R::Acc acc[kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    acc[p] = t + p * kThreads < npacks ? r.add(R::identity(), pack_value(v[p], r)) : R::identity();
+  }
+  return tree_fold(acc, r);
+}
+
+// Few short aligned rows (plain rows, one segment each: a whole small tensor, typically), a block
+// of kWarps warps per row: block b reduces the row at x + b * row_stride, of npacks <= kWarps x 32
+// x kPacks packs, all loaded before the first fold; then the warps' butterflies and, with several
+// warps, block_fold_once's one barrier. No loop, and only the pointers, the stride and npacks as
+// arguments. In a CUDA graph on an H100 a kernel storing one value takes ~1.15 us a call, and a
+// 1024-float sum took 1.90 us by the block kernel: its grid-stride loop and segment_start alone
+// cost 0.15 us, and the second barrier of block_all_reduce 0.09
+// (h100_study/session42_small_rows.txt).
+template <typename In, typename Out, typename R, int kWarps, int kPacks>
+__global__ void __launch_bounds__(kWarps * kWarpSize) reduce_few_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
+                                                                             int64_t row_stride, int npacks, R r) {
+  using P = Pack<In, kMaxVec<In>>;
   const P* packs = reinterpret_cast<const P*>(x + blockIdx.x * row_stride);
+  const typename R::Acc folded = block_fold_once<kWarps>(thread_fold_packs_once<kWarps * kWarpSize, kPacks>(packs, npacks, r), r);
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<Out>(r.finish(folded));
+}
+
+// Few split rows, latency first: block b reduces segment seg = b % splits of row b / splits (the
+// row at x + row * row_stride, row_packs aligned packs), kSegPacks = 256 x kPacks packs, every
+// load in flight at once, one barrier; warp 0 then publishes the partial and arrives, and in the
+// row's last block folds the row's partials (in index order) and resets the row's counter.
+// Against reduce_rows_split_kernel (its grid-stride loop, segment_start, two barriers for the
+// block's fold, two more for the last block's), H100, CUDA graph: 2^20 float32 sum 4.53 ->
+// 3.77 us (torch.compile 4.86), 4 x 65536 over dim -1 3.86 -> 3.26 (3.68)
+// (h100_study/session43_small.txt). counters must be zero when the kernel starts; they are zero
+// again when it ends.
+template <typename In, typename Out, typename R, int kPacks>
+__global__ void __launch_bounds__(kRowsBlockThreads) reduce_split_few_kernel(const In* __restrict__ x, Out* __restrict__ out,
+                                                                            int64_t row_stride, int64_t row_packs,
+                                                                            int splits, typename R::Acc* __restrict__ partial,
+                                                                            unsigned* __restrict__ counters, R r) {
+  using Acc = typename R::Acc;
+  using P = Pack<In, kMaxVec<In>>;
+  constexpr int kSegPacks = kRowsBlockThreads * kPacks;
+  const int row = blockIdx.x / splits, seg = blockIdx.x - row * splits;
+  const int64_t first = static_cast<int64_t>(seg) * kSegPacks;
+  const int npacks = row_packs - first < kSegPacks ? static_cast<int>(row_packs - first) : kSegPacks;
+  const P* packs = reinterpret_cast<const P*>(x + row * row_stride) + first;
+  Acc acc = block_fold_once<kRowsBlockThreads / kWarpSize>(thread_fold_packs_once<kRowsBlockThreads, kPacks>(packs, npacks, r), r);
+  if (threadIdx.x >= kWarpSize) return;
   const int lane = threadIdx.x;
-  P v[kPacks];
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    if (lane + p * kWarpSize < npacks) v[p] = packs[lane + p * kWarpSize];
+  unsigned last = 0;
+  if (lane == 0) {
+    partial[blockIdx.x] = acc;
+    last = arrive_acq_rel(counters + row) == static_cast<unsigned>(splits - 1);
   }
-  Acc acc[kPacks];
+  last = __shfl_sync(0xffffffffu, last, 0);
+  if (!last) return;
+  __syncwarp();  // lane 0's acquire orders the other lanes' loads of the partials too
+  const Acc* row_partials = partial + static_cast<int64_t>(row) * splits;
+  constexpr int kInFlight = 4;
+  acc = R::identity();
+  for (int j = lane; j < splits; j += kInFlight * kWarpSize) {
+    Acc v[kInFlight];
 #pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    acc[p] = lane + p * kWarpSize < npacks ? r.add(R::identity(), pack_value(v[p], r)) : R::identity();
+    for (int u = 0; u < kInFlight; ++u) v[u] = j + u * kWarpSize < splits ? load_cg(row_partials + j + u * kWarpSize) : R::identity();
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) acc = r(acc, v[u]);
   }
-  const Acc folded = warp_all_reduce<kWarpSize>(tree_fold(acc, r), r);
-  if (lane == 0) out[blockIdx.x] = static_cast<Out>(r.finish(folded));
+  acc = warp_all_reduce<kWarpSize>(acc, r);
+  if (lane == 0) {
+    out[row] = static_cast<Out>(r.finish(acc));
+    counters[row] = 0u;
+  }
 }
 
 // Work item w's segment reduced by the whole block; every thread gets the result.
@@ -394,6 +469,90 @@ __device__ __forceinline__ void store_columns(Out* dst, const typename R::Acc (&
 #pragma unroll
   for (int k = 0; k < kVec; ++k) o.v[k] = static_cast<Out>(r.finish(acc[k]));
   *reinterpret_cast<Pack<Out, kVec>*>(dst) = o;
+}
+
+// A column reduction whose reduced dim one block reads at once (reduce_cols_few_kernel), in the
+// vectorized layout (inner contiguous, every pack 16-byte aligned).
+struct ColsFewArgs {
+  int64_t outer_stride, reduced_stride;  // in elements
+  int reduced, inner_packs;
+};
+
+// Small column reductions, latency first: block (tile, o) reduces all `reduced` (<= kBy x
+// kPacks) rows of the kBx column packs of tile `tile` of outer index o. Thread (cx, ry) loads rows
+// ry, ry + kBy, ... (kPacks of them, all in flight at once) and folds them: each 4 rows pairwise,
+// then the reducer's merge as a tree; the thread rows of a warp fold by butterfly, and where the
+// block has several warps (kBx == 1: 128 or 256 rows of threads), thread 0 folds the warps' after
+// one barrier. The order is fixed by the block shape. No split over blocks, no loop, no 64-bit
+// division, and the block shape at compile time: the same kernel with blockDim-dependent
+// strides, shuffles and folds ran about 3x the instructions (576 against 200 in the SASS for
+// 4 x 65536 bfloat16), and a latency-bound kernel pays for each (1024 x 128 float32 sum in a CUDA
+// graph, H100: 2.96 against 2.32 us). H100, CUDA graph, against reduce_cols_kernel's wave plan (a
+// 5-level shared-memory tree of its 32 thread rows, a split over 8 blocks and their last-block
+// fold): 1024 x 128 float32 sum over dim 0 5.03 -> 2.32 us (torch.compile 3.68), 64 x 4096
+// 2.80 -> 1.87 (1.95) (h100_study/session43_small.txt).
+template <typename In, typename Out, typename R, int kBx, int kBy, int kPacks>
+__global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __restrict__ x, Out* __restrict__ out,
+                                                                  ColsFewArgs a, R r) {
+  static_assert(kBx * kBy <= kWarpSize || kBx == 1, "several warps only as thread rows of one column");
+  static_assert(kPacks % 4 == 0, "rows fold in fours");
+  constexpr int kVec = kMaxVec<In>;
+  using P = Pack<In, kVec>;
+  using V = typename R::Value;
+  using Acc = typename R::Acc;
+  const int cx = threadIdx.x % kBx, ry = threadIdx.x / kBx;
+  const int cp = blockIdx.x * kBx + cx;  // this thread's column pack
+  // A lane past the columns reads the last one and stores nothing: no predicate in the fold.
+  const int load_cp = cp < a.inner_packs ? cp : a.inner_packs - 1;
+  const In* col = x + blockIdx.y * a.outer_stride + static_cast<int64_t>(load_cp) * kVec + ry * a.reduced_stride;
+  const int64_t step = kBy * a.reduced_stride;
+  P v[kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    if (ry + p * kBy < a.reduced) v[p] = *reinterpret_cast<const P*>(col + p * step);
+  }
+  const V none = r.finish(R::identity());  // 0 for sums, -inf for max: rows past the end
+  Acc acc[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    // Each 4 rows pairwise in the value type, then one step of the reducer (a compensated sum
+    // pays its error-free addition once per 4 rows, as reduce_cols_kernel), then a tree.
+    Acc quads[kPacks / 4];
+#pragma unroll
+    for (int q = 0; q < kPacks / 4; ++q) {
+      V e[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) e[j] = ry + (4 * q + j) * kBy < a.reduced ? widen<V>(v[4 * q + j], k) : none;
+      quads[q] = r.add(R::identity(), tree_fold(e, [&](V s, V t) { return r.reduce(s, t); }));
+    }
+    acc[k] = tree_fold(quads, r);
+  }
+  // The thread rows within a warp: butterfly over the lane bits above the column bits.
+#pragma unroll
+  for (int mask = kBx; mask < kWarpSize && mask < kBx * kBy; mask *= 2) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = r(acc[k], shfl_xor(acc[k], mask, kWarpSize));
+  }
+  constexpr int kWarps = kBx * kBy / kWarpSize;
+  if constexpr (kWarps > 1) {
+    __shared__ Acc warp_results[kWarps][kVec];
+    if (threadIdx.x % kWarpSize == 0) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) warp_results[threadIdx.x / kWarpSize][k] = acc[k];
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      Acc w[kWarps];
+#pragma unroll
+      for (int j = 0; j < kWarps; ++j) w[j] = warp_results[j][k];
+      acc[k] = tree_fold(w, r);
+    }
+  }
+  if (ry == 0 && cp < a.inner_packs) {
+    store_columns<Out>(out + (blockIdx.y * static_cast<int64_t>(a.inner_packs) + cp) * kVec, acc, r);
+  }
 }
 
 // Block: blockDim.x threads across columns (kVec each), blockDim.y across the reduced dim.
