@@ -545,11 +545,13 @@ def test_few_columns_special_values(device, dtype, rows):
 
 # Split rows of one round of loads a segment (CUDA: reduce_split_few_kernel, whole tensors up to
 # 16 MB and few long rows): segments of 1024 or 2048 packs, a last segment of any length, rows
-# whose stride is not their length, and a NaN in the last segment's last pack.
+# whose stride is not their length, and a NaN in the last segment's last pack. 16-bit rows split
+# from 16384 elements, 4- and 8-byte ones from 8192 and 4096 (the shorter ones here take the
+# block kernel in 16 bits); float64 past 16 MB (3 << 20) takes the streaming split.
 @requires_cuda
-@pytest.mark.parametrize("shape,dim", [((8192,), None), ((8192 + 8,), None), ((40000,), None), ((1 << 18,), None),
-                                       ((3 << 20,), None), ((4, 65536 + 24), -1), ((2, 9000), -1),
-                                       ((16, 1 << 16), -1)], ids=str)
+@pytest.mark.parametrize("shape,dim", [((8192,), None), ((8192 + 8,), None), ((16384 + 8,), None), ((40000,), None),
+                                       ((1 << 18,), None), ((3 << 20,), None), ((4, 65536 + 24), -1), ((2, 9000), -1),
+                                       ((2, 20000), -1), ((16, 1 << 16), -1)], ids=str)
 def test_split_rows_of_one_round(dtype, shape, dim):
     x = make_input(shape, dtype, "cuda")
     check_sum(x, dim)
