@@ -1,7 +1,8 @@
 // Reduction algorithms (sum, max) over the strided views of ops.h.
 //
-//   reduce_few_rows_kernel    few aligned rows of at most 256 packs (up to two per SM): a block of
-//                             one warp per row, latency first (small tensors reduced whole).
+//   reduce_few_rows_kernel    few aligned rows of at most 1024 packs (up to two per SM): a block of
+//                             1, 4 or 8 warps per row, every pack loaded at once, latency first
+//                             (small tensors reduced whole).
 //   reduce_short_rows_kernel  aligned rows of at most 32 packs: kWidth lanes take kRows rows at
 //                             once, a pack of each per lane.
 //   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
@@ -11,11 +12,15 @@
 //                             reductions: each block writes its segment's partial, and the last
 //                             block of a row to finish folds the row's partials in a fixed order
 //                             and resets the row's counter. One launch, no memset.
+//   reduce_split_few_kernel   the same for aligned segments of one round of loads (whole tensors
+//                             up to 16 MB): one barrier a block, warp 0 arrives and folds.
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim, and blocks split it further when the
 //                             columns are few; their partials are folded in the same launch
 //                             (last block of a group, then last group), in a fixed order.
+//   reduce_cols_few_kernel    small reductions over an outer dim (up to 2048 reduced rows): a
+//                             block reads all the rows of its columns at once, no split.
 //
 // Every reduction visits its elements in an order fixed by the launch shape, which depends only
 // on the problem shape and the device: the result is the same bits on every run.
