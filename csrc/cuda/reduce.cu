@@ -221,25 +221,23 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   // Automatic only, as the few rows.
   constexpr int kVec = kMaxVec<In>;
   const int64_t packs = a.cols / kVec;
-  if (!forced.any() && a.inner == 1 && a.elem_stride == 1 && is_aligned(x, 16) && a.cols % kVec == 0 &&
-      a.outer_stride % kVec == 0 && a.chunk / kVec <= 8 * kRowsBlockThreads) {
-    const bool wide = a.rows * ceil_div(packs, 8 * kRowsBlockThreads) >= 128;
-    const int64_t splits = ceil_div(packs, (wide ? 8 : 4) * kRowsBlockThreads);
-    const at::Tensor partial =
-        at::empty({a.rows * splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-    at::Tensor graph_owned;
-    unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
+  const bool one_round = !forced.any() && a.inner == 1 && a.elem_stride == 1 && is_aligned(x, 16) &&
+                         a.cols % kVec == 0 && a.outer_stride % kVec == 0 && a.chunk / kVec <= 8 * kRowsBlockThreads;
+  const bool wide = one_round && a.rows * ceil_div(packs, 8 * kRowsBlockThreads) >= 128;
+  if (one_round) a.splits = ceil_div(packs, (wide ? 8 : 4) * kRowsBlockThreads);
+  const at::Tensor partial =
+      at::empty({a.rows * a.splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+  Acc* partials = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+  at::Tensor graph_owned;
+  unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
+  if (one_round) {
     const auto kernel = wide ? reduce_split_few_kernel<In, Out, R, 8> : reduce_split_few_kernel<In, Out, R, 4>;
-    kernel<<<a.rows * splits, kRowsBlockThreads, 0, stream>>>(x, out, a.outer_stride, packs, static_cast<int>(splits),
-                                                            reinterpret_cast<Acc*>(partial.mutable_data_ptr()), counters, r);
+    kernel<<<a.rows * a.splits, kRowsBlockThreads, 0, stream>>>(x, out, a.outer_stride, packs,
+                                                              static_cast<int>(a.splits), partials, counters, r);
   } else {
     a.aligned = segments_aligned(x, a);
-    const at::Tensor partial =
-        at::empty({a.rows * a.splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-    at::Tensor graph_owned;
-    unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
     reduce_rows_split_kernel<In, Out, R, 4><<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(
-        x, out, a, reinterpret_cast<Acc*>(partial.mutable_data_ptr()), counters, r);
+        x, out, a, partials, counters, r);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

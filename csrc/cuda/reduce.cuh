@@ -350,6 +350,27 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) reduce_few_rows_kernel(con
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<Out>(r.finish(folded));
 }
 
+// Thread tid's fold of partials[tid], partials[tid + nthreads], ... < n, in that order, with 4
+// loads in flight: the last block of a split row folds up to ~512 partials (1056 when this was
+// measured), 2-5 L2 round trips one after another a thread without (H200: 2^24-element sums 2%
+// faster).
+template <typename R>
+__device__ __forceinline__ typename R::Acc fold_partials(const typename R::Acc* partials, int64_t n, int tid, int nthreads,
+                                                         const R& r) {
+  constexpr int kInFlight = 4;
+  typename R::Acc acc = R::identity();
+  int64_t j = tid;
+  for (; j + (kInFlight - 1) * nthreads < n; j += kInFlight * nthreads) {
+    typename R::Acc v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) v[u] = load_cg(partials + j + u * nthreads);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) acc = r(acc, v[u]);
+  }
+  for (; j < n; j += nthreads) acc = r(acc, load_cg(partials + j));
+  return acc;
+}
+
 // Few split rows, latency first: block b reduces segment seg = b % splits of row b / splits (the
 // row at x + row * row_stride, row_packs aligned packs), kSegPacks = 256 x kPacks packs, every
 // load in flight at once, one barrier; warp 0 then publishes the partial and arrives, and in the
@@ -382,17 +403,7 @@ __global__ void __launch_bounds__(kRowsBlockThreads) reduce_split_few_kernel(con
   last = __shfl_sync(0xffffffffu, last, 0);
   if (!last) return;
   __syncwarp();  // lane 0's acquire orders the other lanes' loads of the partials too
-  const Acc* row_partials = partial + static_cast<int64_t>(row) * splits;
-  constexpr int kInFlight = 4;
-  acc = R::identity();
-  for (int j = lane; j < splits; j += kInFlight * kWarpSize) {
-    Acc v[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) v[u] = j + u * kWarpSize < splits ? load_cg(row_partials + j + u * kWarpSize) : R::identity();
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) acc = r(acc, v[u]);
-  }
-  acc = warp_all_reduce<kWarpSize>(acc, r);
+  acc = warp_all_reduce<kWarpSize>(fold_partials(partial + static_cast<int64_t>(row) * splits, splits, lane, kWarpSize, r), r);
   if (lane == 0) {
     out[row] = static_cast<Out>(r.finish(acc));
     counters[row] = 0u;
@@ -416,26 +427,6 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_block_kernel(const In* __rest
   }
 }
 
-// This thread's fold of partials[threadIdx.x], partials[threadIdx.x + blockDim.x], ... < n, in that
-// order, with 4 loads in flight: the last block of a split row folds up to ~512 partials (1056
-// when this was measured), 2-5 L2 round trips one after another a thread without (H200:
-// 2^24-element sums 2% faster).
-template <typename R>
-__device__ __forceinline__ typename R::Acc fold_partials(const typename R::Acc* partials, int64_t n, const R& r) {
-  constexpr int kInFlight = 4;
-  typename R::Acc acc = R::identity();
-  int64_t j = threadIdx.x;
-  for (; j + (kInFlight - 1) * blockDim.x < n; j += kInFlight * blockDim.x) {
-    typename R::Acc v[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) v[u] = load_cg(partials + j + u * blockDim.x);
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) acc = r(acc, v[u]);
-  }
-  for (; j < n; j += blockDim.x) acc = r(acc, load_cg(partials + j));
-  return acc;
-}
-
 // Split rows in one launch: item w = row * splits + seg reduces its segment into partial[w];
 // the block whose arrival completes a row's count folds that row's partials (in index order,
 // the same for every run) into out[row] and resets counters[row] to 0, so the counters are all
@@ -455,7 +446,7 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __rest
     }
     __syncthreads();
     if (last) {
-      acc = fold_partials(partial + row * a.splits, a.splits, r);
+      acc = fold_partials(partial + row * a.splits, a.splits, threadIdx.x, blockDim.x, r);
       acc = block_all_reduce(acc, r);
       if (threadIdx.x == 0) {
         out[row] = static_cast<Out>(r.finish(acc));
@@ -494,7 +485,7 @@ struct ColsFewArgs {
 // 4 x 65536 bfloat16), and a latency-bound kernel pays for each (1024 x 128 float32 sum in a CUDA
 // graph, H100: 2.96 against 2.32 us). H100, CUDA graph, against reduce_cols_kernel's wave plan (a
 // 5-level shared-memory tree of its 32 thread rows, a split over 8 blocks and their last-block
-// fold): 1024 x 128 float32 sum over dim 0 5.03 -> 2.32 us (torch.compile 3.68), 64 x 4096
+// fold): 1024 x 128 float32 sum over dim 0 5.03 -> 2.31 us (torch.compile 3.68), 64 x 4096
 // 2.80 -> 1.87 (1.95) (h100_study/session43_small.txt).
 template <typename In, typename Out, typename R, int kBx, int kBy, int kPacks>
 __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __restrict__ x, Out* __restrict__ out,
