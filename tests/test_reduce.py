@@ -468,6 +468,19 @@ def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout,
         check_sum(x, dim, dtype=torch.float32)
 
 
+# Short aligned rows (reduce_short_rows_kernel: a group of lanes takes several rows at once) whose
+# packs leave lanes of the group idle, and row counts that leave a group's last rows past the end:
+# those lanes and rows load a clamped address and must fold the identity, not a copy of a pack.
+@pytest.mark.parametrize("packs", [1, 3, 5, 12, 24, 31])
+@pytest.mark.parametrize("rows", [1001, 4099])
+def test_short_rows_idle_lanes_and_rows(device, dtype, packs, rows):
+    x = make_input((rows, packs * (16 // dtype.itemsize)), dtype, device)
+    check_sum(x, -1)
+    check_amax(x, -1)
+    y = -x.abs() - 1  # every value negative: a pack of zeros folded in would win the max
+    check_amax(y, -1)
+
+
 # Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a block per
 # row on CUDA (reduce_few_rows_kernel): one warp at 1, 2, 4 or 8 packs a lane up to 256 packs, then
 # 4 or 8 warps of 4 packs a lane up to 1024: every count of packs around those steps, each dtype's

@@ -103,6 +103,24 @@ __device__ __forceinline__ T load_cg(const T* p) {
   }
 }
 
+// A 16-byte read-only load (ld.global.nc) that the compiler keeps unconditional, for kernels that
+// issue every load before their first fold: a load past the data reads a clamped address and the
+// fold selects the identity instead. With a predicate a load, ptxas ran out of predicate registers
+// (7) at 8 packs a thread and issued the last loads after the first packs' folds (a second memory
+// round trip; reduce_few_rows_kernel's float32 amax of 1024 elements, 2 of 8), and where the
+// loads sat in branches it issued each only after the fold of the pack before.
+template <typename T>
+__device__ __forceinline__ T load_pinned(const T* p) {
+  static_assert(sizeof(T) == 16, "one 16-byte pack");
+  uint32_t w[4];
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+               : "l"(p));
+  T v;
+  memcpy(&v, w, sizeof(T));
+  return v;
+}
+
 // One arrival at a device-wide counter: returns its count before this one. Acquire-release at
 // GPU scope: stores the block made before a __syncthreads() that precedes the call are visible to
 // whichever block sees the count this arrival makes (release, cumulative through the barrier, as

@@ -106,6 +106,29 @@ __device__ __forceinline__ typename R::Value pack_value(const Pack<In, kVec>& p,
   return v[0];
 }
 
+// A pack of kMaxVec<In> elements each R's identity (0 for sums, -inf for max).
+template <typename In, typename R>
+__device__ __forceinline__ Pack<In, kMaxVec<In>> identity_pack(const R& r) {
+  Pack<In, kMaxVec<In>> p;
+#pragma unroll
+  for (int k = 0; k < kMaxVec<In>; ++k) p.v[k] = static_cast<In>(r.finish(R::identity()));
+  return p;
+}
+
+// keep ? v : other, word by word: a select of whole packs went through local memory.
+template <typename P>
+__device__ __forceinline__ P select_pack(bool keep, const P& v, const P& other) {
+  constexpr int kWords = sizeof(P) / 4;
+  uint32_t a[kWords], b[kWords];
+  memcpy(a, &v, sizeof(P));
+  memcpy(b, &other, sizeof(P));
+#pragma unroll
+  for (int k = 0; k < kWords; ++k) a[k] = keep ? a[k] : b[k];
+  P out;
+  memcpy(&out, a, sizeof(P));
+  return out;
+}
+
 // ---- One thread's share of a contiguous or strided run ------------------------------------
 
 // This thread's partial over whole packs p = tid, tid + nthreads, ... < npacks of a 16-byte
@@ -313,22 +336,32 @@ __device__ __forceinline__ Acc block_fold_once(Acc v, Op op) {
   }
 }
 
-// kPacks packs a thread of a run of npacks 16-byte packs, thread t taking t, t + kThreads, ...,
-// all loaded before the first fold; each thread folds its packs as a tree with the reducer's merge
-// (compensated sums stay compensated).
+// kPacks packs a thread of a run of npacks (>= 1) 16-byte packs, thread t taking t, t + kThreads,
+// ..., all loaded before the first fold; each thread folds its packs as a tree with the reducer's
+// merge (compensated sums stay compensated). A pack past npacks is a load of the last one (no
+// predicate: load_pinned) replaced by a pack of the identity; a run the block covers exactly (a
+// whole split segment, 1024 floats) skips that clamp and select (the clamped addresses cost the
+// one-round split's float32 amax 2-3%, H100 A/B, h100_study/session44_loads.txt).
 template <int kThreads, int kPacks, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_fold_packs_once(const Pack<In, kMaxVec<In>>* packs, int npacks,
                                                                   const R& r) {
+  using P = Pack<In, kMaxVec<In>>;
   const int t = threadIdx.x;
-  Pack<In, kMaxVec<In>> v[kPacks];
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    if (t + p * kThreads < npacks) v[p] = packs[t + p * kThreads];
-  }
+  P v[kPacks];
   typename R::Acc acc[kPacks];
+  if (npacks == kThreads * kPacks) {  // the whole block's packs: one address, immediate offsets
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) v[p] = load_pinned(packs + t + p * kThreads);
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) acc[p] = r.add(R::identity(), pack_value(v[p], r));
+    return tree_fold(acc, r);
+  }
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) v[p] = load_pinned(packs + min(t + p * kThreads, npacks - 1));
+  const P none = identity_pack<In>(r);
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) {
-    acc[p] = t + p * kThreads < npacks ? r.add(R::identity(), pack_value(v[p], r)) : R::identity();
+    acc[p] = r.add(R::identity(), pack_value(select_pack(t + p * kThreads < npacks, v[p], none), r));
   }
   return tree_fold(acc, r);
 }
@@ -379,9 +412,10 @@ __device__ __forceinline__ typename R::Acc fold_partials(const typename R::Acc* 
 // block's fold, two more for the last block's), H100, CUDA graph: 2^20 float32 sum 4.53 ->
 // 3.77 us (torch.compile 4.86), 4 x 65536 over dim -1 3.86 -> 3.26 (3.68)
 // (h100_study/session43_small.txt). counters must be zero when the kernel starts; they are zero
-// again when it ends.
+// again when it ends. The bound of 2 blocks an SM lets ptxas hold 8 packs a thread at once: left
+// to itself it kept the kernel at 32 registers and issued half the loads after the first folds.
 template <typename In, typename Out, typename R, int kPacks>
-__global__ void __launch_bounds__(kRowsBlockThreads) reduce_split_few_kernel(const In* __restrict__ x, Out* __restrict__ out,
+__global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                             int64_t row_stride, int64_t row_packs,
                                                                             int splits, typename R::Acc* __restrict__ partial,
                                                                             unsigned* __restrict__ counters, R r) {
