@@ -103,12 +103,14 @@ __device__ __forceinline__ T load_cg(const T* p) {
   }
 }
 
-// A 16-byte read-only load (ld.global.nc) that the compiler keeps unconditional, for kernels that
-// issue every load before their first fold: a load past the data reads a clamped address and the
-// fold selects the identity instead. With a predicate a load, ptxas ran out of predicate registers
-// (7) at 8 packs a thread and issued the last loads after the first packs' folds (a second memory
-// round trip; reduce_few_rows_kernel's float32 amax of 1024 elements, 2 of 8), and where the
-// loads sat in branches it issued each only after the fold of the pack before.
+// A 16-byte read-only load (ld.global.nc) for kernels that issue every load before their first
+// fold: a load past the data reads a clamped address, and the fold selects the identity for it
+// with select_pack, so that the loaded value is used on every path and no load is predicated.
+// With a predicate a load, ptxas ran out of predicate registers (7) at 8 packs a thread and
+// issued the last loads after the first packs' folds (a second memory round trip;
+// reduce_few_rows_kernel's float32 amax of 1024 elements, 2 of 8), and where a fold sat in a
+// branch per pack, each load came after the fold of the pack before. Where the fold itself was
+// conditional, the compiler moved even this asm load into the branch.
 template <typename T>
 __device__ __forceinline__ T load_pinned(const T* p) {
   static_assert(sizeof(T) == 16, "one 16-byte pack");
