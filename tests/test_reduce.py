@@ -470,7 +470,7 @@ def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout,
 
 # Short aligned rows (reduce_short_rows_kernel: a group of lanes takes several rows at once) whose
 # packs leave lanes of the group idle, and row counts that leave a group's last rows past the end:
-# those lanes and rows load a clamped address and must fold the identity, not a copy of a pack.
+# those lanes and rows must fold the identity, not a pack of zeros or a copy of another pack.
 @pytest.mark.parametrize("packs", [1, 3, 5, 12, 24, 31])
 @pytest.mark.parametrize("rows", [1001, 4099])
 def test_short_rows_idle_lanes_and_rows(device, dtype, packs, rows):
