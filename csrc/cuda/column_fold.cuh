@@ -26,6 +26,7 @@ struct ColsArgs {
   // Set by the launcher for its block shape (no 64-bit division in the kernel's prologue):
   int64_t tiles;   // ceil(inner / (blockDim.x * kVec)), column tiles per outer index
   int64_t groups;  // ceil(splits / group)
+  int64_t row_gap = 0;  // blockDim.y * reduced_stride: elements between a thread's rows
 };
 
 // Rows a thread of reduce_cols_kernel loads at once (16-byte loads with kVec > 1): one round.

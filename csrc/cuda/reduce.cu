@@ -394,8 +394,9 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
     plan = wave_plan(base, vec, resident);
   }
   if (!plan) plan = stream_plan(base, vec, resident, forced.is("split"));
-  const ColsArgs& a = plan->a;
+  ColsArgs& a = plan->a;
   const ColsLaunch& l = plan->l;
+  a.row_gap = l.by * a.reduced_stride;
   ColsScratch<Acc> scratch{nullptr, nullptr};
   at::Tensor partial, graph_owned;
   if (a.splits > 1) {

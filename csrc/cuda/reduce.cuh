@@ -341,7 +341,10 @@ __device__ __forceinline__ Acc block_fold_once(Acc v, Op op) {
 // merge (compensated sums stay compensated). A pack past npacks is a load of the last one (no
 // predicate: load_pinned) replaced by a pack of the identity; a run the block covers exactly (a
 // whole split segment, 1024 floats) skips that clamp and select (the clamped addresses cost the
-// one-round split's float32 amax 2-3%, H100 A/B, h100_study/session44_loads.txt).
+// one-round split's float32 amax 2-3%, H100 A/B, h100_study/session44_loads.txt). Each path folds
+// on its own: one fold after the branch (16% less code; ptxas predicated the two load paths into
+// one) made 16-bit sums 1.5-4% slower in CUDA graphs, exact runs or not, float32 even (H100,
+// h100_study/session45_cols.txt).
 template <int kThreads, int kPacks, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_fold_packs_once(const Pack<In, kMaxVec<In>>* packs, int npacks,
                                                                   const R& r) {
@@ -632,11 +635,27 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
       const int64_t step = blockDim.y;
       if constexpr (kVec > 1) {
         using P = Pack<In, kVec>;
+        // float32's compensated sum steps a pointer by the launcher's row_gap: with the row index
+        // times the stride, ptxas 13.0 (sm_90) reloads blockDim.y in the loop and issues 3 of a
+        // round's 4 loads before its first add, the 4th after, a second memory round trip a round.
+        // H100, tune_cols.py, us (h100_study/session45_cols.txt): 1024 x 262144 over dim 0 365.4 ->
+        // 350.7 (torch.compile 349.9; the plain sum 350.4), 442368 x 128 85.9 -> 84.4 (84.0),
+        // 16384 x 4096 94.5 -> 95.9 (97.2). Every other kernel keeps the index form: it issues its
+        // loads together already, and the pointer took registers off some (bfloat16 max 48 -> 40),
+        // which changed their plans' resident blocks (bfloat16 columns 1-3% slower, session 26).
+        constexpr bool kStepPointer = std::is_same_v<In, float> && !std::is_same_v<Acc, V>;
+        const In* src = base + row * a.reduced_stride;
         for (; row + (kUnroll - 1) * step < r1; row += kUnroll * step) {
           P v[kUnroll];
+          if constexpr (kStepPointer) {
 #pragma unroll
-          for (int u = 0; u < kUnroll; ++u)
-            v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
+            for (int u = 0; u < kUnroll; ++u) v[u] = *reinterpret_cast<const P*>(src + u * a.row_gap);
+            src += kUnroll * a.row_gap;
+          } else {
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u)
+              v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
+          }
           // The kUnroll rows of each column pairwise, then one step of the reducer: a
           // compensated sum pays its error-free addition once per 4 rows (as the row kernels
           // once per pack), which took bfloat16's column sums off the ALU bound.
