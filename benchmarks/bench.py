@@ -630,7 +630,8 @@ def merge_results(old: dict, new: dict) -> dict:
     provider this run timed leaves the old run's "unavailable"; the copy figure is the newest,
     with that of every run that still has rows in copy_GBps_runs. A kept row keeps its own
     run's copy figure (its copy_GBps, given it here if it had none), so that its "% of copy"
-    stays against the run that timed it."""
+    stays against the run that timed it; a peer library's version stays listed while rows it
+    timed are kept, if this run did not load it."""
     keys = {row_key(r) for r in new["rows"] + new["errors"]}
     kept = [dict(r, copy_GBps=r.get("copy_GBps", old.get("copy_GBps")))
             for r in old.get("rows", []) if row_key(r) not in keys]
@@ -641,6 +642,9 @@ def merge_results(old: dict, new: dict) -> dict:
     measured = {r["provider"] for r in new["rows"]}
     still = {name: why for name, why in old.get("unavailable", {}).items() if name not in measured}
     merged["unavailable"] = {**still, **new["unavailable"]}
+    kept_providers = {r["provider"] for r in kept}
+    old_versions = {name: v for name, v in old.get("versions", {}).items() if name in kept_providers}
+    merged["versions"] = {**old_versions, **new.get("versions", {})}
     kept_copies = {r["copy_GBps"] for r in kept}
     merged["copy_GBps_runs"] = [c for c in old.get("copy_GBps_runs", [old.get("copy_GBps")])
                                 if c in kept_copies] + [new["copy_GBps"]]

@@ -37,3 +37,17 @@ def test_merge_drops_an_earlier_runs_unavailable_provider_that_this_run_timed():
     assert second["unavailable"] == {"quack": "ModuleNotFoundError"}
     third = bench.merge_results(second, dict(_run(4200.0, []), unavailable={"liger": "ImportError"}))
     assert third["unavailable"] == {"quack": "ModuleNotFoundError", "liger": "ImportError"}
+
+
+def test_merge_keeps_a_peers_version_while_its_rows_are_kept():
+    first = dict(_run(4000.0, [_row("softmax", "liger", 1.0), _row("sum", "reduce_ops", 1.0)]),
+                 versions={"torch": "2.11", "liger": "0.8.5", "quack": "0.1"})
+    # A run without liger installed re-measures the sum only: liger's rows and version stay;
+    # quack timed no kept row, so its version goes.
+    second = bench.merge_results(first, dict(_run(4100.0, [_row("sum", "reduce_ops", 1.5)]),
+                                             versions={"torch": "2.12"}))
+    assert second["versions"] == {"torch": "2.12", "liger": "0.8.5"}
+    # Once liger's rows are re-measured by a run that has it, that run's version is the one.
+    third = bench.merge_results(second, dict(_run(4200.0, [_row("softmax", "liger", 1.1)]),
+                                             versions={"torch": "2.12", "liger": "0.9"}))
+    assert third["versions"] == {"torch": "2.12", "liger": "0.9"}
