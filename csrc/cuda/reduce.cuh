@@ -640,7 +640,8 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         // round's 4 loads before its first add, the 4th after, a second memory round trip a round.
         // H100, tune_cols.py, us (h100_study/session45_cols.txt): 1024 x 262144 over dim 0 365.4 ->
         // 350.7 (torch.compile 349.9; the plain sum 350.4), 442368 x 128 85.9 -> 84.4 (84.0),
-        // 16384 x 4096 94.5 -> 95.9 (97.2). Every other kernel keeps the index form: it issues its
+        // 16384 x 4096 94.5 -> 95.9 (97.2); H200, 1024 x 262144 262.1 -> 243.9, 442368 x 128 61.9 ->
+        // 60.6, 16384 x 4096 68.1 -> 68.8. Every other kernel keeps the index form: it issues its
         // loads together already, and the pointer took registers off some (bfloat16 max 48 -> 40),
         // which changed their plans' resident blocks (bfloat16 columns 1-3% slower, session 26).
         constexpr bool kStepPointer = std::is_same_v<In, float> && !std::is_same_v<Acc, V>;
