@@ -41,6 +41,8 @@ constexpr int64_t kMinColsChunk = 256;
 // Rows of a column-split segment come in multiples of this: one round (kColsRound rows in
 // flight) for each of up to 16 rows of threads, so that no thread ends on a partial round.
 constexpr int64_t kColsChunkRows = 16 * kColsRound;
+// Blocks an SM the streaming column plan splits for, at most (launch_cols).
+constexpr int64_t kColsStreamBlocksPerSM = 4;
 // A split row's segments: at least kMinReduceChunkBytes each (one unrolled round of 16-byte
 // loads for each of 256 threads), and no more than about kReduceSplitBlocks of them in all,
 // since each block pays its start, its block fold and its arrival. H200, whole sums and
@@ -384,16 +386,25 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   const int vec = vectorize ? kVec : 1;
   const auto kernel = vectorize ? reduce_cols_kernel<In, Out, R, kVec> : reduce_cols_kernel<In, Out, R, 1>;
   const size_t smem_per_thread = sizeof(Acc) * vec;
-  // One wave of the blocks the SMs hold at once: the kernel needs 34-48 registers (5-7 blocks of
-  // 256 threads per SM). H200, tune_cols.py: 8 blocks per SM (1.6 waves) made bfloat16 sums over
-  // dim 0 12-24% slower, 4 per SM 5-24% slower.
-  const int64_t resident =
-      sm_count() * env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM", resident_blocks(kernel, kBlock, kBlock * smem_per_thread));
+  // The wave plan: one wave of the blocks the SMs hold at once (the kernel needs 34-56 registers,
+  // 4-7 blocks of 256 threads per SM). H200, tune_cols.py: 8 blocks per SM (1.6 waves) made
+  // bfloat16 sums over dim 0 12-24% slower, 4 per SM 5-24% slower (sessions 8-16). The streaming
+  // plan splits for at most 4 an SM: fewer, longer segments, and fewer partials to fold. H200,
+  // us, the SMs' occupancy -> 4 (h100_study/session45_cols.txt): float32 sum 65536 x 1024
+  // 69.1 -> 67.1, 16384 x 4096 67.6 -> 65.8, 4096 x 32768 124.9 -> 123.2; bfloat16 sum
+  // 65536 x 1024 38.7 -> 37.9; float32 amax 16384 x 4096 66.7 -> 65.2; no case slower; 3 an SM
+  // lost at 4096 x 32768 (126.1). H100: float32 sum 65536 x 1024 97.2 -> 95.6, 16384 x 4096
+  // 94.8 -> 93.5, bfloat16 amax 16384 x 4096 51.8 -> 51.0; 8192 x 2048 0.5-0.8% slower.
+  const int64_t forced_blocks = env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM", 0);
+  const int64_t occupancy = resident_blocks(kernel, kBlock, kBlock * smem_per_thread);
+  const int64_t resident = sm_count() * (forced_blocks > 0 ? forced_blocks : occupancy);
+  const int64_t stream_resident =
+      sm_count() * (forced_blocks > 0 ? forced_blocks : std::min<int64_t>(occupancy, kColsStreamBlocksPerSM));
   std::optional<ColsPlan> plan;
   if (!forced.is("stream") && !forced.is("split")) {
     plan = wave_plan(base, vec, resident);
   }
-  if (!plan) plan = stream_plan(base, vec, resident, forced.is("split"));
+  if (!plan) plan = stream_plan(base, vec, stream_resident, forced.is("split"));
   ColsArgs& a = plan->a;
   const ColsLaunch& l = plan->l;
   a.row_gap = l.by * a.reduced_stride;
