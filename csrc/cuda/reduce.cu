@@ -252,7 +252,9 @@ struct ColsLaunch {
 // The streaming block shape: up to 8 rows of threads along the reduced dim, each reading at
 // least 16 rows; then lanes across the columns for the rest of the block, then more rows of
 // threads if the columns run out. A block 256 columns wide left 65536 x 1024 float32 over dim 0
-// with 8 blocks and a split of 256 (H200: 43% of copy); 32 x 8 gave 79%.
+// with 8 blocks and a split of 256 (H200: 43% of copy); 32 x 8 gave 79%. Lanes first (whole
+// rows, one row of threads) lost 0.5-2% where the block counts matched, and more where the
+// segments' 256-row minimum left fewer blocks (H100, h200_study/session46_cols.txt).
 ColsLaunch cols_launch(const ColsArgs& a, int vec) {
   ColsLaunch l{1, 1};
   while (l.by < 8 && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
