@@ -16,7 +16,7 @@ import torch
 import reduce_ops
 
 # The row dispatcher's strategies (csrc/cuda/softmax.cu); None is the automatic choice.
-ROW_STRATEGIES = [None, "warp", "block", "cluster", "smem", "split"]
+ROW_STRATEGIES = [None, "warp", "block", "cluster_row", "cluster", "smem", "split"]
 
 dev = "cuda"
 torch.manual_seed(0)
@@ -88,6 +88,11 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
             os.environ["REDUCE_OPS_STRATEGY"] = strategy
         for rows, cols in [(33, 7), (33, 40), (33, 300), (9, 2000), (4, 9000), (3, 9001), (2, 40000), (3, 70000)]:
             check_row_ops(f"{strategy or 'auto'} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+    # cluster_row on 16 blocks where 5 hold the row: blocks with no values.
+    os.environ["REDUCE_OPS_STRATEGY"] = "cluster_row"
+    os.environ["REDUCE_OPS_CLUSTER"] = "16"
+    check_row_ops(f"cluster_row 16 blocks {dtype} 3x70000", 3, 70000, dtype, tol)
+    os.environ.pop("REDUCE_OPS_CLUSTER")
     # The register kernels' next row (REDUCE_OPS_AHEAD) with several rows per block (one wave of
     # 256-thread blocks) or per cluster (of 4 or 8 blocks).
     os.environ["REDUCE_OPS_ROW_WAVES"] = "1"

@@ -25,7 +25,7 @@ import reduce_ops
 SHAPES = [(442368, 128), (65536, 1024), (16384, 4096), (4096, 32768), (1024, 262144), (8, 1 << 24)]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 OPS = ["softmax", "reduce_scale", "softmax_backward"]
-STRATEGIES = ["warp", "block", "cluster", "smem", "split"]
+STRATEGIES = ["warp", "block", "cluster_row", "cluster", "smem", "split"]
 
 
 def runnable(op, cols, dtype, props):
@@ -43,6 +43,8 @@ def runnable(op, cols, dtype, props):
     ok = {
         "warp": packs <= 32 * packs_per_thread,
         "block": aligned and packs <= packs_per_thread * 1024,
+        # One cluster per row, 16 blocks x 256 threads x 64 values at most (the forward only).
+        "cluster_row": aligned and props.major >= 9 and op != "softmax_backward" and cols <= 16 * 256 * 64,
         "cluster": aligned and props.major >= 9 and packs <= 16 * cluster_packs * 1024,
         "smem": rows_on_chip * cols * elt <= smem_limit,
         "split": True,

@@ -451,10 +451,11 @@ def next_row_cases(test):
 # cluster paths twice each, "block" / "cluster" with each thread's packs in registers only
 # (REDUCE_OPS_BLOCK_HOLD / REDUCE_OPS_CLUSTER_HOLD=registers) and "block-staged" /
 # "cluster-staged" with half of them (softmax_backward's clusters: out's) in shared memory
-# (=shared; softmax_backward has no staged blocks: its "block-staged" is "block").
+# (=shared; softmax_backward has no staged blocks: its "block-staged" is "block"), and the
+# forward's "cluster_row" (a cluster for every row at once; softmax_backward has none).
 # A strategy that cannot run a shape falls back to the automatic choice, so every case is still
 # checked.
-ROW_STRATEGIES = ["warp", "block", "block-staged", "cluster", "cluster-staged", "smem", "split"]
+ROW_STRATEGIES = ["warp", "block", "block-staged", "cluster_row", "cluster", "cluster-staged", "smem", "split"]
 
 
 def force_row_strategy(monkeypatch, strategy):

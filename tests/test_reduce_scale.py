@@ -417,6 +417,18 @@ def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
         check_reduce_scale_(x.clone(), eps=1e-3)
 
 
+# "cluster_row" on more blocks than the row needs (test_softmax.py's case): blocks with no values.
+@requires_cuda
+@pytest.mark.parametrize("blocks", ["8", "16"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_reduce_scale_cluster_row_on_more_blocks_than_the_row_needs(monkeypatch, blocks, dtype):
+    force_row_strategy(monkeypatch, "cluster_row")
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER", blocks)
+    x = special_rows(make_input((6, 70000), dtype, "cuda"), dtype)
+    check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone())
+
+
 # The register kernels' next row (conftest.next_row_cases), rows of special values (zero, NaN,
 # -inf, tiny, huge) among them, out of place and in place.
 @next_row_cases

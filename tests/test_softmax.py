@@ -431,6 +431,21 @@ def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
     check_softmax(make_input((5000, 1024), torch.bfloat16, "cuda"), -1)
 
 
+# "cluster_row" on more blocks than the row needs (REDUCE_OPS_CLUSTER): each block's share over
+# fewer warps, and the last blocks of each cluster with no values at all (5 x 70000: 12 of 16
+# blocks hold values, 7 of 8 for float32), whose partials must leave the row's (max, sum) as is.
+@requires_cuda
+@pytest.mark.parametrize("blocks", ["8", "16"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_softmax_cluster_row_on_more_blocks_than_the_row_needs(monkeypatch, blocks, dtype):
+    force_row_strategy(monkeypatch, "cluster_row")
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER", blocks)
+    shape = (5, 70000)
+    check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
+    check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
+    check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
+
+
 # The register kernels load each block's (or cluster's) next row while they reduce and write the
 # current one (conftest.next_row_cases); the last row loads nothing ahead.
 @next_row_cases

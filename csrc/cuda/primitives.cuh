@@ -281,6 +281,17 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
 #endif
 }
 
+// The one arrival of `bar`'s current phase, which then also waits for `bytes` of transfers that
+// complete on it (bulk copies, a peer block's store_to_cluster_peer) before it completes.
+__device__ __forceinline__ void mbarrier_arrive_expect(uint64_t* bar, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // The one arrival of `bar`'s current phase, which then also waits for `bytes` of bulk copies
 // (0: the phase completes now), and the copy of `bytes` (a multiple of 16, both addresses
 // 16-byte aligned) from global `src` to shared `dst`. The caller's thread issues it after a block
@@ -289,8 +300,7 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar) {
 // outstanding stores stalled the whole block: H200, 1024 x 262144 softmax).
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
-               : "memory");
+  mbarrier_arrive_expect(bar, bytes);
   if (bytes > 0) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                      shared_address(dst)),
@@ -303,15 +313,27 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 }
 
 // Waits until `bar` completes the phase of parity `phase` (0 for its first phase, then 1, 0...).
+// kClusterScope: the waiting thread then also sees what other blocks of the cluster wrote into
+// this block's shared memory through transfers that completed on `bar` (store_to_cluster_peer).
+template <bool kClusterScope = false>
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned phase) {
 #if __CUDA_ARCH__ >= 900
   unsigned done = 0;
   do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(shared_address(bar)), "r"(phase)
-        : "memory");
+    if constexpr (kClusterScope) {
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, "
+          "p;\n}\n"
+          : "=r"(done)
+          : "r"(shared_address(bar)), "r"(phase)
+          : "memory");
+    } else {
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(shared_address(bar)), "r"(phase)
+          : "memory");
+    }
   } while (!done);
 #else
   __trap();
@@ -348,18 +370,63 @@ __device__ __forceinline__ void cluster_sync() {
 #endif
 }
 
+// The two halves of a cluster-wide barrier: every thread of every block of the cluster arrives,
+// then waits (in between it may do work that needs no other block). `release`: the thread's
+// shared-memory writes (and mbarrier inits, after fence.mbarrier_init) before its arrival are
+// visible to every block of the cluster after the wait; relaxed arrivals do not wait for the
+// thread's outstanding global stores. The arrivals are .aligned: warp-uniform calls.
+__device__ __forceinline__ void cluster_arrive(bool release) {
+#if __CUDA_ARCH__ >= 900
+  if (release) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  } else {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  }
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+
 // A cluster-wide barrier in which only the threads that pass `publish` (warp-uniform) arrive with
 // release semantics: their shared-memory writes before it are visible to every block of the
 // cluster after it; the other threads' arrivals do not wait for their outstanding global stores.
 // Every thread of every block of the cluster must call it.
 __device__ __forceinline__ void cluster_barrier(bool publish) {
+  cluster_arrive(publish);
+  cluster_wait();
+}
+
+// Stores `value` (4 or 8 bytes) at `slot` (a __shared__ variable of this block) in the shared
+// memory of the cluster's block `rank`, the store completing on that block's `bar` (this block's
+// mbarrier's address mapped there): its waiter sees the value once the phase completes
+// (mbarrier_wait<true>), with no cluster barrier. `bar` must have been initialized in that block
+// before (a cluster barrier after its fence.mbarrier_init).
+template <typename T>
+__device__ __forceinline__ void store_to_cluster_peer(T* slot, unsigned rank, const T& value, uint64_t* bar) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "one or two 32-bit words");
 #if __CUDA_ARCH__ >= 900
-  if (publish) {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  unsigned remote_slot, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_slot) : "r"(shared_address(slot)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(shared_address(bar)), "r"(rank));
+  uint32_t w[sizeof(T) / 4];
+  memcpy(w, &value, sizeof(T));
+  if constexpr (sizeof(T) == 4) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(remote_slot),
+                 "r"(w[0]), "r"(remote_bar)
+                 : "memory");
   } else {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];\n" ::"r"(
+                     remote_slot),
+                 "r"(w[0]), "r"(w[1]), "r"(remote_bar)
+                 : "memory");
   }
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #else
   __trap();
 #endif

@@ -13,6 +13,10 @@
 //                             partial max / sum meet through distributed shared memory:
 //                             one read, one write. kStaged: half of each block's share
 //                             waits in its shared memory instead, so a block holds twice as much.
+//   row_norm_cluster_row_kernel
+//                             ("cluster_row", sm_90+) a cluster per row for every row at once,
+//                             the row in registers, the partials exchanged through the blocks'
+//                             shared memory on an mbarrier (no barrier): one read, one write.
 //   row_norm_smem_kernel      ("smem") a block per row, the row kept in shared memory: one read,
 //                             one write; for rows the register kernels cannot take (unaligned
 //                             rows, no clusters on the device).
@@ -424,12 +428,12 @@ struct OnlineSoftmaxOp {
 };
 
 // The kPacks packs of kVec elements that one thread holds of a row. Held widened to Acc where
-// that costs at most 32 registers, so softmax keeps exp(x - max) for the writing pass (exp
-// computed once); past that (half / bfloat16 with 8 packs) the raw words stay and exp is computed
-// again in the writing pass.
-template <typename In, typename Acc, int kVec, int kPacks, bool kWantAcc>
+// that costs at most kAccWords registers (32 by default), so softmax keeps exp(x - max) for the
+// writing pass (exp computed once); past that (half / bfloat16 with 8 packs) the raw words stay
+// and exp is computed again in the writing pass.
+template <typename In, typename Acc, int kVec, int kPacks, bool kWantAcc, int kAccWords = 32>
 struct RowFragment {
-  static constexpr bool kHoldsAcc = kWantAcc && kPacks * kVec * sizeof(Acc) <= 32 * sizeof(uint32_t);
+  static constexpr bool kHoldsAcc = kWantAcc && kPacks * kVec * sizeof(Acc) <= kAccWords * sizeof(uint32_t);
   PackWords<In, kVec> raw[kHoldsAcc ? 1 : kPacks];
   Acc v[kHoldsAcc ? kPacks : 1][kVec];
   __device__ __forceinline__ void load(int p, const In* src) {
@@ -673,6 +677,138 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     parity ^= 1;
   }
   if constexpr (kCluster) cluster_sync();
+}
+
+// "cluster_row" (sm_90+, Acc float): one cluster of C blocks per row, the grid covering every row
+// (rows x C blocks, not persistent: a cluster's blocks leave once their share is written and the
+// next row's cluster takes their place). Block `rank` holds packs [rank * kPacks * blockDim.x,
+// (rank + 1) * kPacks * blockDim.x) of the row, thread t packs rank * kPacks * blockDim.x +
+// p * blockDim.x + t (p < kPacks), held as Acc from the one read to the one write (softmax keeps
+// exp(x - its own max): exp taken once). No block or cluster barrier per row: each warp folds its
+// threads' partials (softmax: (max, sum of exp(x - max)) pairs, online), and lane r < C stores the
+// warp's into slot (warp, rank) of block r's shared memory (store_to_cluster_peer); each block
+// waits on its own mbarrier for all C x warps slots, and every warp folds them in the same order,
+// so every block of the row gets the same bits. A block's slots are written only before it
+// passes its wait, so it may leave as soon as its stores are issued.
+// H200 (tune_rows.py, h200_study/session47_cluster_row.txt), % of copy, the staged persistent
+// clusters (row_norm_regs_kernel) -> this kernel: ReduceScale float32 1024 x 262144 90 -> 95,
+// 4096 x 65536 91 -> 96; bfloat16 1024 x 262144 87 -> 97, 2048 x 131072 88 -> 96; float32
+// softmax 1024 x 262144 85 -> 92, 4096 x 65536 89 -> 93; but bfloat16 softmax 1024 x 262144
+// 81 -> 77 (a standalone prototype of the same design, exp2f throughout and the row an exact
+// multiple of the blocks, reached 86-97% on the bfloat16 rows: the gap is in this kernel's code,
+// not found this session). Two variants lost on the H200 and were dropped: the packs past the row
+// replaced by -inf / 0 so the folds and exps need no branch (with or without with_exp_mode, and
+// with the block size a constant: float32 softmax 92 -> 74, bfloat16 ReduceScale 97 -> 79).
+// Requires cols % kVec == 0, C * kPacks * blockDim.x * kVec >= cols, blockDim.x a multiple of 32
+// and at most kClusterRowThreads, C <= kClusterRowMaxBlocks (the launcher's plan).
+constexpr int kClusterRowThreads = 256;
+constexpr int kClusterRowMaxBlocks = 16;
+// Values a thread of the cluster_row kernel holds (as Acc registers), and its blocks per SM: 64
+// floats in 80 registers let 3 blocks of 256 threads share an SM. (Prototype, H200, 1024 x
+// 262144: 2 blocks an SM at 86 registers lost 1.5 points on float32 and 19 on bfloat16; raw
+// 16-bit words held instead, exp taken twice, spilled and lost 40.)
+constexpr int kClusterRowValues = 64;
+constexpr int kClusterRowBlocksPerSM = 3;
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+__global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
+    row_norm_cluster_row_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g, Policy policy) {
+  static_assert(std::is_same_v<Acc, float>, "pairs of 32-bit words between blocks");
+  constexpr int kPacks = kClusterRowValues / kVec;
+  constexpr int kMaxWarps = kClusterRowThreads / kWarpSize;
+  constexpr bool kOnline = Policy::kNeedsSum;
+  using Partial = std::conditional_t<kOnline, RowPartial<Acc>, Acc>;
+  using Fold = std::conditional_t<kOnline, OnlineSoftmaxOp<Acc>, MaxOp<Acc>>;
+  using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum, kClusterRowValues>;
+  // Slot (warp, rank) holds that warp of block `rank`'s partial.
+  __shared__ Partial slots[kMaxWarps * kClusterRowMaxBlocks];
+  __shared__ uint64_t arrival;
+  const int blocks = static_cast<int>(cluster_blocks()), rank = static_cast<int>(cluster_block_rank());
+  const int threads = static_cast<int>(blockDim.x), warps = threads / kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int64_t row = blockIdx.x / blocks;
+  const int first = rank * kPacks * threads + static_cast<int>(threadIdx.x);
+  const int packs = static_cast<int>(g.cols / kVec);
+  if (threadIdx.x == 0) {
+    mbarrier_init(&arrival);
+    mbarrier_arrive_expect(&arrival, static_cast<unsigned>(warps * blocks * sizeof(Partial)));
+  }
+  // Released by the init's fence: no block stores into a peer's slots before that peer's
+  // mbarrier is ready (the wait comes just before the first store).
+  cluster_arrive(false);
+  // Every pack loaded before any is widened, without a branch: a pack past the row loads the
+  // row's first pack instead and is never used. (Guarded, each 16-bit pack's widening waited for
+  // its load inside the branch: one pack in flight at a time, bfloat16 1024 x 262144 softmax at
+  // 56% of copy, ReduceScale 86%.)
+  const In* xr = x + row * g.x_row_stride;
+  PackWords<In, kVec> raw[kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    const int q = first + p * threads;
+    raw[p].load(xr + (q < packs ? q : 0) * kVec);
+  }
+  Fragment f;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) f.take(p, raw[p]);
+  MaxFold<In, Acc, Policy> fold;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    if (first + p * threads < packs) f.fold(p, fold);
+  }
+  const Acc m = fold.max();
+  const Acc lo = fold.min();  // softmax: this thread's min (with_exp_mode)
+  Partial mine;
+  if constexpr (kOnline) {
+    // A thread whose values are all -inf (or that has none) sums exp(x - 0) = 0 rather than NaN.
+    const Acc stat = policy.stat(m == MaxOp<Acc>::identity() ? Acc(0) : m);
+    Acc sum = Acc(0);
+    with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        if (first + p * threads < packs) {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            const Acc t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
+            f.set(p, k, t);
+            sum += t;
+          }
+        }
+      }
+    });
+    mine = RowPartial<Acc>{m, sum};
+  } else {
+    mine = m;
+  }
+  const Partial warp_partial = warp_all_reduce<kWarpSize>(mine, Fold());
+  cluster_wait();
+  if (lane < blocks) store_to_cluster_peer(&slots[warp * blocks + rank], static_cast<unsigned>(lane), warp_partial, &arrival);
+  mbarrier_wait<true>(&arrival, 0);
+  Partial whole = Fold::identity();
+  for (int i = lane; i < warps * blocks; i += kWarpSize) whole = Fold()(whole, slots[i]);
+  whole = warp_all_reduce<kWarpSize>(whole, Fold());
+  Acc stat, sum = Acc(0), rescale = Acc(1);
+  if constexpr (kOnline) {
+    rescale = rescaled_sum(Acc(1), m, whole.max);  // exp(m - row max); 0 for a thread of -inf
+    stat = policy.stat(whole.max);
+    sum = whole.sum;
+  } else {
+    stat = policy.stat(whole);
+  }
+  const auto finish = policy.finisher(stat, sum);
+  Out* yr = y + row * g.y_row_stride;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    const int q = first + p * threads;
+    if (q < packs) {
+      Acc o[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const Acc t = kOnline ? f.get(p, k) * rescale : Policy::transform(f.get(p, k), stat);
+        o[k] = finish(t);
+      }
+      store_pack<Out, Acc, kVec>(yr + q * kVec, o);
+    }
+  }
+  if (rank == 0 && threadIdx.x == 0) policy.write_stat(row, stat);
 }
 
 // "smem": a block per row; the row waits in dynamic shared memory (cols elements of In) between the

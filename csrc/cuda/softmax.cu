@@ -25,9 +25,14 @@ namespace {
 //   "block"    one block per row, the row in registers and, for rows that would need a block of
 //              more than 512 threads (16-byte packs, sm_90+), half of each thread's share in shared
 //              memory (aligned rows only).
-//   "cluster"  a thread block cluster per row, the row in the blocks' registers and (16-byte
-//              packs) half of each block's share in its shared memory (aligned rows, sm_90+, a
-//              cluster shape the device can schedule).
+//   "cluster_row"
+//              a thread block cluster per row, a cluster for every row at once (not persistent),
+//              the row in the blocks' registers; the blocks meet through each other's shared
+//              memory and an mbarrier, no barrier (aligned rows of 16-byte packs, float
+//              accumulation, sm_90+, up to 16 blocks of 256 threads x 64 values).
+//   "cluster"  a thread block cluster per row at a time (persistent), the row in the blocks'
+//              registers and (16-byte packs) half of each block's share in its shared memory
+//              (aligned rows, sm_90+, a cluster shape the device can schedule).
 //   "smem"     one block per row, the row in shared memory (unaligned rows, or no cluster).
 //   "split"    any row: partials, then apply (two reads).
 
@@ -376,6 +381,42 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
   return false;  // unaligned rows: no cluster kernel (see launch_vec)
 }
 
+// "cluster_row": the fewest blocks (2 or more) of kClusterRowThreads threads x kClusterRowValues
+// values that hold the row (or REDUCE_OPS_CLUSTER=<blocks>, a developer knob, where those hold
+// it), each block's share over whole warps (blocks past the row's end may hold nothing). Returns
+// false, launching nothing, where the kernel does not apply (see row_norm_cluster_row_kernel),
+// the device cannot run the cluster, or (`automatic`) the split path beats clusters on the shape
+// (clusters_lose_to_split) or the staged clusters win (16-bit softmax).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
+                        bool automatic) {
+  if constexpr (kVec * sizeof(In) == 16 && std::is_same_v<Acc, float>) {
+    constexpr int kPacks = kClusterRowValues / kVec;
+    const int64_t packs = g.cols / kVec;
+    // Two blocks at least: a cluster of one would store its partials into its own shared memory
+    // through the cluster window, which compute-sanitizer's memcheck rejects ("Cluster needs to
+    // have at least 2 blocks") and aborts the kernel on (the results were right without it).
+    const int64_t fewest = std::max<int64_t>(2, ceil_div(packs, int64_t{kPacks} * kClusterRowThreads));
+    const int blocks = static_cast<int>(env_positive("REDUCE_OPS_CLUSTER", fewest));
+    if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return false;
+    const int threads = warps_of_threads(ceil_div(packs, blocks), kPacks);
+    constexpr RowOp kOp = Policy::kNeedsSum ? RowOp::kSoftmax : RowOp::kReduceScale;
+    if (automatic && clusters_lose_to_split(g.rows, blocks, threads, g.cols, kOp)) return false;
+    // 16-bit softmax rows keep the staged clusters: H200 (tune_rows.py), % of copy, staged vs
+    // this, bfloat16 1024 x 262144 81 vs 77, 2048 x 131072 84 vs 84 (4096 x 65536 takes "block",
+    // 89-90; this 87). Everywhere else this kernel won (row_norm_cluster_row_kernel's note).
+    if (automatic && Policy::kNeedsSum && sizeof(In) < 4) return false;
+    auto kernel = row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec>;
+    cudaLaunchConfig_t config;
+    cudaLaunchAttribute attr;
+    if (setup_clusters(config, attr, kernel, blocks, dim3(threads), 0, stream) <= 0) return false;
+    config.gridDim = dim3(static_cast<unsigned>(g.rows * blocks));
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, x, y, g, policy));
+    return true;
+  }
+  return false;
+}
+
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_smem(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   const int64_t smem = g.cols * static_cast<int64_t>(sizeof(In));
@@ -434,6 +475,8 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else if (forced.is("block") && block_fits) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (forced.is("cluster_row") && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
+    // launched
   } else if (forced.is("cluster") && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
     // launched
   } else if (forced.is("smem") && smem_fits) {
@@ -444,6 +487,8 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else if (block_fits && !few_rows) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (!widening && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
+    // launched
   } else if (!widening && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
     // launched
   } else if (smem_fits && !few_rows && !widening) {
