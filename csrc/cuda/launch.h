@@ -37,7 +37,8 @@ using Int = std::integral_constant<int, N>;
 //   REDUCE_OPS_SUM=plain|compensated
 //                               sums without or with compensation, whatever the result's dtype
 //                               (to measure what compensation costs; reduce.cu's rule otherwise);
-//   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster path tries that cluster size only;
+//   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster paths try that cluster size only
+//                               (cluster_row: where that many blocks hold the row);
 //   REDUCE_OPS_BLOCK_PACKS=2|4|8
 //                               the rows' forward block-per-row kernel holds that many packs a
 //                               thread where the row fits (softmax.cu);
