@@ -690,11 +690,11 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
 // waits on its own mbarrier for all C x warps slots, and every warp folds them in the same order,
 // so every block of the row gets the same bits. A block's slots are written only before it
 // passes its wait, so it may leave as soon as its stores are issued.
-// H200 (tune_rows.py, h200_study/session47_cluster_row.txt), % of copy, the staged persistent
-// clusters (row_norm_regs_kernel) -> this kernel: ReduceScale float32 1024 x 262144 90 -> 95,
-// 4096 x 65536 91 -> 96; bfloat16 1024 x 262144 87 -> 97, 2048 x 131072 88 -> 96; float32
-// softmax 1024 x 262144 85 -> 92, 4096 x 65536 89 -> 93; but bfloat16 softmax 1024 x 262144
-// 81 -> 77 (a standalone prototype of the same design, exp2f throughout and the row an exact
+// H200 (tune_rows.py, h200_study/session47_cluster_row.txt, call E), % of copy, the staged
+// persistent clusters (row_norm_regs_kernel) -> this kernel: ReduceScale float32 1024 x 262144
+// 89 -> 95, 4096 x 65536 91 -> 96; bfloat16 1024 x 262144 87 -> 97, 2048 x 131072 88 -> 97;
+// float32 softmax 1024 x 262144 85 -> 91, 4096 x 65536 89 -> 93; but bfloat16 softmax
+// 1024 x 262144 81 -> 77 (a standalone prototype of the same design, exp2f throughout and the row an exact
 // multiple of the blocks, reached 86-97% on the bfloat16 rows: the gap is in this kernel's code,
 // not found this session). Two variants lost on the H200 and were dropped: the packs past the row
 // replaced by -inf / 0 so the folds and exps need no branch (with or without with_exp_mode, and
@@ -722,11 +722,11 @@ __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
   // Slot (warp, rank) holds that warp of block `rank`'s partial.
   __shared__ Partial slots[kMaxWarps * kClusterRowMaxBlocks];
   __shared__ uint64_t arrival;
-  const int blocks = static_cast<int>(cluster_blocks()), rank = static_cast<int>(cluster_block_rank());
+  const auto share = RowShare<true>::template of<kPacks>();  // one row: the grid's blocks / C
+  const int blocks = share.blocks, rank = share.rank, first = share.first;
+  const int64_t row = share.first_row();
   const int threads = static_cast<int>(blockDim.x), warps = threads / kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int64_t row = blockIdx.x / blocks;
-  const int first = rank * kPacks * threads + static_cast<int>(threadIdx.x);
   const int packs = static_cast<int>(g.cols / kVec);
   if (threadIdx.x == 0) {
     mbarrier_init(&arrival);
@@ -738,7 +738,7 @@ __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
   // Every pack loaded before any is widened, without a branch: a pack past the row loads the
   // row's first pack instead and is never used. (Guarded, each 16-bit pack's widening waited for
   // its load inside the branch: one pack in flight at a time, bfloat16 1024 x 262144 softmax at
-  // 56% of copy, ReduceScale 86%.)
+  // 56% of copy.)
   const In* xr = x + row * g.x_row_stride;
   PackWords<In, kVec> raw[kPacks];
 #pragma unroll
