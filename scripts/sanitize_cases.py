@@ -93,6 +93,13 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     os.environ["REDUCE_OPS_CLUSTER"] = "16"
     check_row_ops(f"cluster_row 16 blocks {dtype} 3x70000", 3, 70000, dtype, tol)
     os.environ.pop("REDUCE_OPS_CLUSTER")
+    # cluster_row's kernel without a guard per pack (every block's share whole: 2 x 8192), and
+    # rows whose exps reach a subnormal (each thread's packs read a second time).
+    check_row_ops(f"cluster_row whole {dtype} 2x8192", 2, 8192, dtype, tol)
+    for cols in (8192, 70000):
+        xw = (-100.0 * torch.rand(3, cols, device=dev)).to(dtype)
+        check(f"softmax cluster_row subnormal exps {dtype} 3x{cols}", reduce_ops.softmax(xw, -1),
+              torch.softmax(xw.double(), -1), tol)
     # The register kernels' next row (REDUCE_OPS_AHEAD) with several rows per block (one wave of
     # 256-thread blocks) or per cluster (of 4 or 8 blocks).
     os.environ["REDUCE_OPS_ROW_WAVES"] = "1"

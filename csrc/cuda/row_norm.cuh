@@ -52,6 +52,9 @@ struct SoftmaxPolicy {
   struct Finish {
     Acc inv_sum;
     __device__ Acc operator()(Acc e) const { return e * inv_sum; }
+    // For e = exp(x - m) taken against a max m below the row's: r = exp(m - row max) (0 where
+    // m = -inf), one multiply per value instead of two.
+    __device__ Finish rescaled(Acc r) const { return {inv_sum * r}; }
   };
   static constexpr bool kAbsKey = false;
   __device__ static Acc key(Acc x) { return x; }
@@ -692,13 +695,15 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
 // passes its wait, so it may leave as soon as its stores are issued.
 // H200 (tune_rows.py, h200_study/session47_cluster_row.txt, call E), % of copy, the staged
 // persistent clusters (row_norm_regs_kernel) -> this kernel: ReduceScale float32 1024 x 262144
-// 89 -> 95, 4096 x 65536 91 -> 96; bfloat16 1024 x 262144 87 -> 97, 2048 x 131072 88 -> 97;
-// float32 softmax 1024 x 262144 85 -> 91, 4096 x 65536 89 -> 93; but bfloat16 softmax
-// 1024 x 262144 81 -> 77 (a standalone prototype of the same design, exp2f throughout and the row an exact
-// multiple of the blocks, reached 86-97% on the bfloat16 rows: the gap is in this kernel's code,
-// not found this session). Two variants lost on the H200 and were dropped: the packs past the row
-// replaced by -inf / 0 so the folds and exps need no branch (with or without with_exp_mode, and
-// with the block size a constant: float32 softmax 92 -> 74, bfloat16 ReduceScale 97 -> 79).
+// 89 -> 95, 4096 x 65536 91 -> 96; bfloat16 1024 x 262144 87 -> 97, 2048 x 131072 88 -> 97.
+// Softmax took four more changes (h200_study/session48_cluster_row.txt, a harness timing this
+// kernel outside torch, GB/s at bfloat16 1024 x 262144 / 4096 x 65536, float32 1024 x 262144):
+// a kernel without a guard per pack where every block's share is whole (kWhole, power-of-two
+// rows) and one multiply per value at the write, 3307 / 3687, 3885 -> 3473 / 3777, 4090; 16-bit
+// packs folded before they are widened, -> 3559 / 3835; the rare thread whose exps reach a
+// subnormal reading its packs again instead of the common path holding a second copy, -> 3752 /
+// 4097 (copy 4190-4250 GB/s: 90 and 98%). Dropped earlier: the packs past the row replaced by
+// -inf / 0 so the folds and exps need no branch (float32 softmax 92 -> 74% of copy).
 // Requires cols % kVec == 0, C * kPacks * blockDim.x * kVec >= cols, blockDim.x a multiple of 32
 // and at most kClusterRowThreads, C <= kClusterRowMaxBlocks (the launcher's plan).
 constexpr int kClusterRowThreads = 256;
@@ -709,28 +714,31 @@ constexpr int kClusterRowMaxBlocks = 16;
 // 16-bit words held instead, exp taken twice, spilled and lost 40.)
 constexpr int kClusterRowValues = 64;
 constexpr int kClusterRowBlocksPerSM = 3;
-template <typename In, typename Out, typename Acc, typename Policy, int kVec>
-__global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
-    row_norm_cluster_row_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g, Policy policy) {
-  static_assert(std::is_same_v<Acc, float>, "pairs of 32-bit words between blocks");
+
+template <typename Acc, typename Policy>
+using ClusterRowPartial = std::conditional_t<Policy::kNeedsSum, RowPartial<Acc>, Acc>;
+
+// One block's share of the cluster_row kernel; kAllIn: every pack of the share lies in the row,
+// so none needs a guard.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kAllIn>
+__device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out* __restrict__ y, const RowGeometry& g,
+                                                  const Policy& policy, ClusterRowPartial<Acc, Policy>* slots,
+                                                  uint64_t* arrival) {
   constexpr int kPacks = kClusterRowValues / kVec;
-  constexpr int kMaxWarps = kClusterRowThreads / kWarpSize;
   constexpr bool kOnline = Policy::kNeedsSum;
-  using Partial = std::conditional_t<kOnline, RowPartial<Acc>, Acc>;
+  using Partial = ClusterRowPartial<Acc, Policy>;
   using Fold = std::conditional_t<kOnline, OnlineSoftmaxOp<Acc>, MaxOp<Acc>>;
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum, kClusterRowValues>;
-  // Slot (warp, rank) holds that warp of block `rank`'s partial.
-  __shared__ Partial slots[kMaxWarps * kClusterRowMaxBlocks];
-  __shared__ uint64_t arrival;
   const auto share = RowShare<true>::template of<kPacks>();  // one row: the grid's blocks / C
   const int blocks = share.blocks, rank = share.rank, first = share.first;
   const int64_t row = share.first_row();
   const int threads = static_cast<int>(blockDim.x), warps = threads / kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int packs = static_cast<int>(g.cols / kVec);
+  const auto in_row = [&](int p) { return kAllIn || first + p * threads < packs; };
   if (threadIdx.x == 0) {
-    mbarrier_init(&arrival);
-    mbarrier_arrive_expect(&arrival, static_cast<unsigned>(warps * blocks * sizeof(Partial)));
+    mbarrier_init(arrival);
+    mbarrier_arrive_expect(arrival, static_cast<unsigned>(warps * blocks * sizeof(Partial)));
   }
   // Released by the init's fence: no block stores into a peer's slots before that peer's
   // mbarrier is ready (the wait comes just before the first store).
@@ -741,30 +749,38 @@ __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
   // 56% of copy.)
   const In* xr = x + row * g.x_row_stride;
   PackWords<In, kVec> raw[kPacks];
+  const auto load = [&] {
 #pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    const int q = first + p * threads;
-    raw[p].load(xr + (q < packs ? q : 0) * kVec);
+    for (int p = 0; p < kPacks; ++p) raw[p].load(xr + (in_row(p) ? first + p * threads : 0) * kVec);
+  };
+  load();
+  // 16-bit packs fold as loaded, two values per instruction, before they are widened.
+  MaxFold<In, Acc, Policy> fold;
+  if constexpr (sizeof(In) < 4) {
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (in_row(p)) fold.add(raw[p]);
+    }
   }
   Fragment f;
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) f.take(p, raw[p]);
-  MaxFold<In, Acc, Policy> fold;
+  if constexpr (sizeof(In) == 4) {  // (folded from the raw words, float32 softmax spilled 372 bytes)
 #pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    if (first + p * threads < packs) f.fold(p, fold);
+    for (int p = 0; p < kPacks; ++p) {
+      if (in_row(p)) f.fold(p, fold);
+    }
   }
   const Acc m = fold.max();
-  const Acc lo = fold.min();  // softmax: this thread's min (with_exp_mode)
   Partial mine;
   if constexpr (kOnline) {
     // A thread whose values are all -inf (or that has none) sums exp(x - 0) = 0 rather than NaN.
     const Acc stat = policy.stat(m == MaxOp<Acc>::identity() ? Acc(0) : m);
     Acc sum = Acc(0);
-    with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
+    const auto exps = [&](auto normal) {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
-        if (first + p * threads < packs) {
+        if (in_row(p)) {
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
             const Acc t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
@@ -773,42 +789,70 @@ __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
           }
         }
       }
-    });
+    };
+    if (Policy::exp_is_normal(fold.min(), stat)) {
+      exps(std::true_type{});
+    } else {
+      // Values reaching down to a subnormal exp (rare): the packs are read again (nothing of
+      // this row is written before every block has summed), so the common path keeps no copy.
+      load();
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) f.take(p, raw[p]);
+      exps(std::false_type{});
+    }
     mine = RowPartial<Acc>{m, sum};
   } else {
     mine = m;
   }
   const Partial warp_partial = warp_all_reduce<kWarpSize>(mine, Fold());
   cluster_wait();
-  if (lane < blocks) store_to_cluster_peer(&slots[warp * blocks + rank], static_cast<unsigned>(lane), warp_partial, &arrival);
-  mbarrier_wait<true>(&arrival, 0);
+  if (lane < blocks) store_to_cluster_peer(&slots[warp * blocks + rank], static_cast<unsigned>(lane), warp_partial, arrival);
+  mbarrier_wait<true>(arrival, 0);
   Partial whole = Fold::identity();
   for (int i = lane; i < warps * blocks; i += kWarpSize) whole = Fold()(whole, slots[i]);
   whole = warp_all_reduce<kWarpSize>(whole, Fold());
-  Acc stat, sum = Acc(0), rescale = Acc(1);
-  if constexpr (kOnline) {
-    rescale = rescaled_sum(Acc(1), m, whole.max);  // exp(m - row max); 0 for a thread of -inf
-    stat = policy.stat(whole.max);
-    sum = whole.sum;
-  } else {
-    stat = policy.stat(whole);
-  }
-  const auto finish = policy.finisher(stat, sum);
+  Acc stat;
+  if constexpr (kOnline) stat = policy.stat(whole.max);
+  else stat = policy.stat(whole);
+  // Softmax: exp(x - m) x exp(m - row max) / sum as one multiply, by rescale / sum.
+  const auto finish = [&] {
+    if constexpr (kOnline) return policy.finisher(stat, whole.sum).rescaled(rescaled_sum(Acc(1), m, whole.max));
+    else return policy.finisher(stat, Acc(0));
+  }();
   Out* yr = y + row * g.y_row_stride;
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) {
-    const int q = first + p * threads;
-    if (q < packs) {
+    if (in_row(p)) {
       Acc o[kVec];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const Acc t = kOnline ? f.get(p, k) * rescale : Policy::transform(f.get(p, k), stat);
-        o[k] = finish(t);
-      }
-      store_pack<Out, Acc, kVec>(yr + q * kVec, o);
+      for (int k = 0; k < kVec; ++k) o[k] = finish(kOnline ? f.get(p, k) : Policy::transform(f.get(p, k), stat));
+      store_pack<Out, Acc, kVec>(yr + (first + p * threads) * kVec, o);
     }
   }
   if (rank == 0 && threadIdx.x == 0) policy.write_stat(row, stat);
+}
+
+// kWhole: every block's share lies in the row (the launcher's C x blockDim.x x kPacks packs are
+// the row's). Otherwise the blocks whose share does take the guard-free code too, except for
+// 16-bit ReduceScale, where the second copy cost more than it saved (harness, H200, 1000 x
+// 200000, GB/s one copy -> two: bfloat16 ReduceScale 4066 -> 3572; bfloat16 softmax 3064 ->
+// 3266, float32 3571 -> 3714, float32 ReduceScale 3994 -> 4080).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kWhole>
+__global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
+    row_norm_cluster_row_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g, Policy policy) {
+  static_assert(std::is_same_v<Acc, float>, "pairs of 32-bit words between blocks");
+  constexpr int kPacks = kClusterRowValues / kVec;
+  constexpr bool kTwoCopies = Policy::kNeedsSum || sizeof(In) == 4;
+  using Partial = ClusterRowPartial<Acc, Policy>;
+  // Slot (warp, rank) holds that warp of block `rank`'s partial.
+  __shared__ Partial slots[kClusterRowThreads / kWarpSize * kClusterRowMaxBlocks];
+  __shared__ uint64_t arrival;
+  const int end = (static_cast<int>(cluster_block_rank()) + 1) * kPacks * static_cast<int>(blockDim.x);
+  if (kWhole || (kTwoCopies && end <= g.cols / kVec)) {
+    cluster_row_share<In, Out, Acc, Policy, kVec, true>(x, y, g, policy, slots, &arrival);
+  } else {
+    cluster_row_share<In, Out, Acc, Policy, kVec, false>(x, y, g, policy, slots, &arrival);
+  }
 }
 
 // "smem": a block per row; the row waits in dynamic shared memory (cols elements of In) between the

@@ -29,7 +29,8 @@ namespace {
 //              a thread block cluster per row, a cluster for every row at once (not persistent),
 //              the row in the blocks' registers; the blocks meet through each other's shared
 //              memory and an mbarrier, no barrier (aligned rows of 16-byte packs, float
-//              accumulation, sm_90+, up to 16 blocks of 256 threads x 64 values).
+//              accumulation, sm_90+, up to 16 blocks of 256 threads x 64 values). Tried before
+//              "block" for 16-bit rows past 40960 values.
 //   "cluster"  a thread block cluster per row at a time (persistent), the row in the blocks'
 //              registers and (16-byte packs) half of each block's share in its shared memory
 //              (aligned rows, sm_90+, a cluster shape the device can schedule).
@@ -138,8 +139,9 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
   return cols >= 2 * kMinSplitChunk && rows * blocks_per_row * 2 < sm_count();
 }
 
-// Whether the automatic choice leaves clusters of `blocks` blocks of `threads` threads on `rows`
-// rows of `cols` to the split path (RowOp: which op's rule). A cluster's row is loads, then
+// Whether the automatic choice leaves the staged clusters ("cluster", and the backward's) of
+// `blocks` blocks of `threads` threads on `rows` rows of `cols` to the split path (RowOp: which
+// op's rule; "cluster_row" beat the split path on every shape it holds, see launch_cluster_row). A cluster's row is loads, then
 // reductions and the exchange (its SMs move no bytes), then stores, and on few rows a cluster
 // runs too few of them for the stagger or a second block an SM to hide that; the split path
 // streams at 55-63% of copy however few the rows, after a floor of its own (two launches).
@@ -384,12 +386,10 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
 // "cluster_row": the fewest blocks (2 or more) of kClusterRowThreads threads x kClusterRowValues
 // values that hold the row (or REDUCE_OPS_CLUSTER=<blocks>, a developer knob, where those hold
 // it), each block's share over whole warps (blocks past the row's end may hold nothing). Returns
-// false, launching nothing, where the kernel does not apply (see row_norm_cluster_row_kernel),
-// the device cannot run the cluster, or (`automatic`) the split path beats clusters on the shape
-// (clusters_lose_to_split) or the staged clusters win (16-bit softmax).
+// false, launching nothing, where the kernel does not apply (see row_norm_cluster_row_kernel) or
+// the device cannot run the cluster.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
-bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
-                        bool automatic) {
+bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   if constexpr (kVec * sizeof(In) == 16 && std::is_same_v<Acc, float>) {
     constexpr int kPacks = kClusterRowValues / kVec;
     const int64_t packs = g.cols / kVec;
@@ -400,13 +400,17 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     const int blocks = static_cast<int>(env_positive("REDUCE_OPS_CLUSTER", fewest));
     if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return false;
     const int threads = warps_of_threads(ceil_div(packs, blocks), kPacks);
-    constexpr RowOp kOp = Policy::kNeedsSum ? RowOp::kSoftmax : RowOp::kReduceScale;
-    if (automatic && clusters_lose_to_split(g.rows, blocks, threads, g.cols, kOp)) return false;
-    // 16-bit softmax rows keep the staged clusters: H200 (tune_rows.py), % of copy, staged vs
-    // this, bfloat16 1024 x 262144 81 vs 77, 2048 x 131072 84 vs 84 (4096 x 65536 takes "block",
-    // 89-90; this 87). Everywhere else this kernel won (row_norm_cluster_row_kernel's note).
-    if (automatic && Policy::kNeedsSum && sizeof(In) < 4) return false;
-    auto kernel = row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec>;
+    // However few the rows, unlike the staged clusters (clusters_lose_to_split): H200
+    // (tune_rows.py, h200_study/session48_cluster_row.txt), GB/s, split vs this, softmax float32
+    // 1 x 262144 189 vs 241, 8 x 262144 1150 vs 1334, 32 x 262144 2054 vs 2704; bfloat16 1 x 131072
+    // 56 vs 78, 16 x 262144 1163 vs 1425; ReduceScale float32 8 x 262144 1095 vs 1360, bfloat16
+    // 4 x 131072 230 vs 331. (On the H100, whose DRAM is slower per SM, clusters lost less to
+    // the split path than here.)
+    // Rows that fill every thread's packs (power-of-two columns) take the kernel without a guard
+    // per pack.
+    const bool whole = int64_t{blocks} * threads * kPacks == packs;
+    auto kernel = whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, true>
+                        : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false>;
     cudaLaunchConfig_t config;
     cudaLaunchAttribute attr;
     if (setup_clusters(config, attr, kernel, blocks, dim3(threads), 0, stream) <= 0) return false;
@@ -470,12 +474,18 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // write), cluster (automatic before) vs split: 1024 x 262144 49 vs 67, 2048 x 131072 55 vs 67,
   // 512 x 524288 40 vs 66, 4096 x 65536 59 vs 68 (h200_study/session24.txt).
   const bool widening = kVec > 1 && sizeof(In) == 2 && kVec * sizeof(In) < 16;
+  // 16-bit rows past 40960 values take cluster_row before a block: H200 (tune_rows.py,
+  // h200_study/session48_cluster_row.txt), % of copy, block vs cluster_row, bfloat16 softmax
+  // 4096 x 65536 89 vs 96, 1024 x 65536 77 vs 87, 2048 x 49152 86 vs 92, but 4096 x 40960 90 vs 87
+  // (its blocks' shares not whole) and 8192 x 32768 95 vs 95; ReduceScale 4096 x 65536 95 vs 96,
+  // 2048 x 49152 90 vs 93.
+  const bool cluster_row_first = !widening && sizeof(In) < 4 && g.cols > 40960;
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
   } else if (forced.is("block") && block_fits) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (forced.is("cluster_row") && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
+  } else if (forced.is("cluster_row") && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
     // launched
   } else if (forced.is("cluster") && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
     // launched
@@ -485,9 +495,11 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
   } else if (warp_preferred) {
     launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+  } else if (cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
+    // launched
   } else if (block_fits && !few_rows) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (!widening && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
+  } else if (!widening && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
     // launched
   } else if (!widening && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
     // launched
