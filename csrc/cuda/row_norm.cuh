@@ -833,16 +833,18 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
 }
 
 // kWhole: every block's share lies in the row (the launcher's C x blockDim.x x kPacks packs are
-// the row's). Otherwise the blocks whose share does take the guard-free code too, except for
-// 16-bit ReduceScale, where the second copy cost more than it saved (harness, H200, 1000 x
-// 200000, GB/s one copy -> two: bfloat16 ReduceScale 4066 -> 3572; bfloat16 softmax 3064 ->
-// 3266, float32 3571 -> 3714, float32 ReduceScale 3994 -> 4080).
+// the row's). Otherwise, for 16-bit softmax, the blocks whose share does take the guard-free
+// code too (a second copy of it in the kernel). Harness, H200, GB/s, one copy -> two: bfloat16
+// softmax 1000 x 200000 3071 -> 3244, 512 x 250000 3363 -> 3479, 2000 x 100000 3379 -> 3509,
+// 4096 x 50000 3420 -> 3635; but float32 softmax 3608 -> 3732 on the first and 84-115 GB/s lost
+// on the other three and 8192 x 20000, float32 ReduceScale -28 to +76, bfloat16 ReduceScale
+// 4066 -> 3572 at 1000 x 200000.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kWhole>
 __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
     row_norm_cluster_row_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g, Policy policy) {
   static_assert(std::is_same_v<Acc, float>, "pairs of 32-bit words between blocks");
   constexpr int kPacks = kClusterRowValues / kVec;
-  constexpr bool kTwoCopies = Policy::kNeedsSum || sizeof(In) == 4;
+  constexpr bool kTwoCopies = Policy::kNeedsSum && sizeof(In) < 4;
   using Partial = ClusterRowPartial<Acc, Policy>;
   // Slot (warp, rank) holds that warp of block `rank`'s partial.
   __shared__ Partial slots[kClusterRowThreads / kWarpSize * kClusterRowMaxBlocks];
