@@ -404,8 +404,8 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     // (tune_rows.py, h200_study/session48_cluster_row.txt), GB/s, split vs this, softmax float32
     // 1 x 262144 189 vs 241, 8 x 262144 1150 vs 1334, 32 x 262144 2054 vs 2704; bfloat16 1 x 131072
     // 56 vs 78, 16 x 262144 1163 vs 1425; ReduceScale float32 8 x 262144 1095 vs 1360, bfloat16
-    // 4 x 131072 230 vs 331. (On the H100, whose DRAM is slower per SM, clusters lost less to
-    // the split path than here.)
+    // 4 x 131072 230 vs 331. H100 the same way: softmax float32 1 x 262144 180 vs 235, bfloat16
+    // 16 x 262144 1062 vs 1232; ReduceScale bfloat16 64 x 262144 807 vs 2024.
     // Rows that fill every thread's packs (power-of-two columns) take the kernel without a guard
     // per pack.
     const bool whole = int64_t{blocks} * threads * kPacks == packs;
@@ -478,7 +478,8 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // h200_study/session48_cluster_row.txt), % of copy, block vs cluster_row, bfloat16 softmax
   // 4096 x 65536 89 vs 96, 1024 x 65536 77 vs 87, 2048 x 49152 86 vs 92, but 4096 x 40960 90 vs 87
   // (its blocks' shares not whole) and 8192 x 32768 95 vs 95; ReduceScale 4096 x 65536 95 vs 96,
-  // 2048 x 49152 90 vs 93.
+  // 2048 x 49152 90 vs 93. H100: softmax 1024 x 65536 89 vs 92, 2048 x 49152 91 vs 96, 4096 x
+  // 40960 94 vs 96.
   const bool cluster_row_first = !widening && sizeof(In) < 4 && g.cols > 40960;
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) {
