@@ -412,9 +412,21 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     auto kernel = whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, true>
                         : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false>;
     cudaLaunchConfig_t config;
-    cudaLaunchAttribute attr;
-    if (setup_clusters(config, attr, kernel, blocks, dim3(threads), 0, stream) <= 0) return false;
+    cudaLaunchAttribute attrs[2];
+    if (setup_clusters(config, attrs[0], kernel, blocks, dim3(threads), 0, stream) <= 0) return false;
     config.gridDim = dim3(static_cast<unsigned>(g.rows * blocks));
+    // Clusters of more than 8 blocks ask the scheduler to balance its load: the occupancy query
+    // then fits one more of them at once (16 blocks: 21 -> 22 on 132 SMs, 13: 23 -> 24). Harness,
+    // H200, GB/s, default -> load-balancing, two runs each: bfloat16 softmax 1024 x 262144 3734 ->
+    // 3788-3798, 1000 x 200000 3222 -> 3272, float32 softmax 1000 x 200000 3550-3567 -> 3666-3669;
+    // clusters of 8 lost 0.5-0.9% (bfloat16 softmax 2048 x 131072 3998 -> 3965-3981), of 4 even
+    // (h200_study/session48_cluster_row.txt, section 8).
+    if (blocks > 8) {
+      attrs[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
+      attrs[1].val.clusterSchedulingPolicyPreference = cudaClusterSchedulingPolicyLoadBalancing;
+      config.attrs = attrs;
+      config.numAttrs = 2;
+    }
     C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, x, y, g, policy));
     return true;
   }

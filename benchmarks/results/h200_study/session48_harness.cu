@@ -1,18 +1,12 @@
-// Study harness (not shipped, session 48): times row_norm_cluster_row_kernel from the csrc copy on
-// the include path, outside torch, against a copy kernel / cudaMemcpy, L2 flushed between calls
-// (256 MB memset), median of 21; checks 3 rows against a double reference on the host. Build
-// (no torch library needed, its headers only; HARNESS_WHOLE=1 for kernels with the kWhole
-// parameter, 0 before it):
-//   nvcc -O3 -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -DREDUCE_OPS_WITH_CUDA -DHARNESS_WHOLE=1 \
-//     -I<csrc copy> -I$TORCH/include -I$TORCH/include/torch/csrc/api/include -I<cuda include> \
-//     -I<python include> session48_harness.cu -o h
-//   ./h REPS SHAPES   (SHAPES: how many of the list in main, 4 or 8)
+// Study harness (not shipped): times row_norm_cluster_row_kernel from the csrc copy on the include
+// path, outside torch, against a copy kernel / cudaMemcpy, L2 flushed between calls.
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <vector>
 #include <array>
+#include <cstring>
 #include <algorithm>
 #include "cuda/row_norm.cuh"
 #if HARNESS_WHOLE
@@ -88,6 +82,12 @@ static void run(int rows, int cols, void* flush, size_t flush_bytes) {
   auto kernel = whole ? row_norm_cluster_row_kernel<T, T, float, P, kVec HARNESS_WHOLE_TRUE>
                       : row_norm_cluster_row_kernel<T, T, float, P, kVec HARNESS_WHOLE_FALSE>;
   if (blocks > 8) CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  const char* pol = getenv("HARNESS_POLICY");
+  if (pol) {
+    const int v = strcmp(pol, "spread") == 0 ? cudaClusterSchedulingPolicySpread
+                 : strcmp(pol, "lb") == 0 ? cudaClusterSchedulingPolicyLoadBalancing : cudaClusterSchedulingPolicyDefault;
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeClusterSchedulingPolicyPreference, v));
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(rows * blocks); cfg.blockDim = dim3(threads32);
   cudaLaunchAttribute attr[1];
@@ -95,6 +95,8 @@ static void run(int rows, int cols, void* flush, size_t flush_bytes) {
   attr[0].val.clusterDim.x = blocks; attr[0].val.clusterDim.y = 1; attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr; cfg.numAttrs = 1;
   cudaFuncAttributes fa; CK(cudaFuncGetAttributes(&fa, kernel));
+  int active = 0;
+  if (cudaOccupancyMaxActiveClusters(&active, kernel, &cfg) != cudaSuccess) { active = -1; cudaGetLastError(); }
   auto launch = [&] { CK(cudaLaunchKernelEx(&cfg, kernel, (const T*)x, y, g, policy)); };
   launch(); CK(cudaDeviceSynchronize());
   // Check 3 rows on the host.
@@ -114,9 +116,9 @@ static void run(int rows, int cols, void* flush, size_t flush_bytes) {
   }
   const float us = time_it(launch, flush, flush_bytes);
   const double gbps = 2.0 * n * sizeof(T) / (us * 1e3);
-  printf("%-12s %-8s %5d x %7d  C%-2d x %4d thr %s  %8.1f us %6.0f GB/s %5.1f%% of copy (%4.0f)  regs %3d local %3zu  max rel err %.1e\n",
+  printf("%-12s %-8s %5d x %7d  C%-2d x %4d thr %s  %8.1f us %6.0f GB/s %5.1f%% of copy (%4.0f)  regs %3d local %3zu  clusters %3d  max rel err %.1e\n",
          kSoftmax ? "softmax" : "reduce_scale", sizeof(T) == 4 ? "float32" : "bfloat16", rows, cols, blocks, threads32,
-         whole ? "whole" : "guard", us, gbps, 100 * gbps / copy_gbps, copy_gbps, fa.numRegs, fa.localSizeBytes, worst);
+         whole ? "whole" : "guard", us, gbps, 100 * gbps / copy_gbps, copy_gbps, fa.numRegs, fa.localSizeBytes, active, worst);
   fflush(stdout);
   CK(cudaFree(xf)); CK(cudaFree(x)); CK(cudaFree(y)); CK(cudaFree(scale));
 }
