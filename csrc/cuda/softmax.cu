@@ -141,7 +141,8 @@ inline bool too_few_blocks(int64_t rows, int64_t blocks_per_row, int64_t cols) {
 
 // Whether the automatic choice leaves the staged clusters ("cluster", and the backward's) of
 // `blocks` blocks of `threads` threads on `rows` rows of `cols` to the split path (RowOp: which
-// op's rule; "cluster_row" beat the split path on every shape it holds, see launch_cluster_row). A cluster's row is loads, then
+// op's rule; "cluster_row" beat the split path on every shape it holds, see
+// launch_cluster_row). A cluster's row is loads, then
 // reductions and the exchange (its SMs move no bytes), then stores, and on few rows a cluster
 // runs too few of them for the stagger or a second block an SM to hide that; the split path
 // streams at 55-63% of copy however few the rows, after a floor of its own (two launches).
@@ -512,8 +513,8 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     // launched
   } else if (block_fits && !few_rows) {
     launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (!widening && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
-    // launched
+  } else if (!widening && !cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
+    // launched (where cluster_row_first, it was tried above)
   } else if (!widening && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
     // launched
   } else if (smem_fits && !few_rows && !widening) {
