@@ -621,14 +621,15 @@ def test_split_columns_fold_in_one_or_two_levels(monkeypatch, plan, fold_group, 
 @requires_cuda
 @pytest.mark.parametrize("plan", ["stream", "split"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("cols", [8, 136])
+@pytest.mark.parametrize("cols", [8, 136, 7, 133])
 @pytest.mark.parametrize("reduced", [1, 2, 3, 5, 63, 65, 71, 127, 1000, 1031, 4103])
 def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, cols, reduced):
-    # The streaming plan's threads read 4 rows a round (kColsRound) and end a segment on a partial
-    # round of up to 3 rows, loaded together, rows past the end reloading one inside it: each row
-    # must be added once and the reloads never. These row counts leave the threads every partial
-    # length, over 8 columns (many rows of threads a block) and 136 (a row of threads across the
-    # tile), whole and split in two.
+    # The streaming plan's threads read 4 rows a round (kColsRound; 16 where the columns are not
+    # whole 16-byte packs, 7 and 133 here, loaded an element at a time) and end a segment on a
+    # partial round of up to 3 (15) rows, loaded together, rows past the end reloading one inside
+    # it: each row must be added once and the reloads never. These row counts leave the threads
+    # every partial length, over 8 or 7 columns (many rows of threads a block) and 136 or 133 (a
+    # row of threads across the tile), whole and split in two.
     monkeypatch.setenv("REDUCE_OPS_STRATEGY", plan)
     x = make_input((reduced, cols), dtype, "cuda")
     check_sum(x, 0)

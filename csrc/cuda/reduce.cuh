@@ -597,9 +597,13 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   // 4 rows of 16-byte loads in flight per thread; 8 held more registers and lost blocks
   // (H200: 65536 x 1024 float32 over dim 0 fell from 73% to 63% of copy). At the streaming plan's
   // 4 blocks an SM, 8 rows (bounded to 64 registers, all 8 loads issued together) were even: H200,
-  // 36 cases over dim 0, 0.99-1.03x, geomean 1.00x (h200_study/session46_cols.txt).
-  constexpr int kUnroll = kColsRound;
-  static_assert(kUnroll == 4, "the pairwise fold below takes 4 rows");
+  // 36 cases over dim 0, 0.99-1.03x, geomean 1.00x (h200_study/session46_cols.txt). Columns that
+  // are not whole 16-byte packs (kVec == 1: an odd number of columns, say) load one element a row,
+  // so 16 rows a round keep as many loads in flight as 4 of packs would hold bytes of a 4-byte type.
+  // They had loaded one row at a time: H200, bfloat16 sum of 2048 x 50257 over dim 0 199 us
+  // (torch.compile 68; h200_study/session49_models.txt).
+  constexpr int kUnroll = kVec > 1 ? kColsRound : 4 * kColsRound;
+  static_assert(kUnroll % 4 == 0, "the pairwise fold below takes 4 rows at a time");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
   __shared__ bool last;
@@ -632,63 +636,62 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
 #pragma unroll
     for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
     if (in_range) {
+      using P = Pack<In, kVec>;
       const In* base = x + o * a.outer_stride + i * a.inner_stride;
       int64_t row = r0 + threadIdx.y;
       const int64_t step = blockDim.y;
-      if constexpr (kVec > 1) {
-        using P = Pack<In, kVec>;
-        // float32's compensated sum steps a pointer by the launcher's row_gap: with the row index
-        // times the stride, ptxas 13.0 (sm_90) reloads blockDim.y in the loop and issues 3 of a
-        // round's 4 loads before its first add, the 4th after, a second memory round trip a round.
-        // H100, tune_cols.py, us (h100_study/session45_cols.txt): 1024 x 262144 over dim 0 365.4 ->
-        // 350.7 (torch.compile 349.9; the plain sum 350.4), 442368 x 128 85.9 -> 84.4 (84.0),
-        // 16384 x 4096 94.5 -> 95.9 (97.2); H200, 1024 x 262144 262.1 -> 243.9, 442368 x 128 61.9 ->
-        // 60.6, 16384 x 4096 68.1 -> 68.8. Every other kernel keeps the index form: it issues its
-        // loads together already, and the pointer took registers off some (bfloat16 max 48 -> 40),
-        // which changed their plans' resident blocks (bfloat16 columns 1-3% slower, session 26).
-        constexpr bool kStepPointer = std::is_same_v<In, float> && !std::is_same_v<Acc, V>;
-        const In* src = base + row * a.reduced_stride;
-        for (; row + (kUnroll - 1) * step < r1; row += kUnroll * step) {
-          P v[kUnroll];
-          if constexpr (kStepPointer) {
+      // float32's compensated sum steps a pointer by the launcher's row_gap: with the row index
+      // times the stride, ptxas 13.0 (sm_90) reloads blockDim.y in the loop and issues 3 of a
+      // round's 4 loads before its first add, the 4th after, a second memory round trip a round.
+      // H100, tune_cols.py, us (h100_study/session45_cols.txt): 1024 x 262144 over dim 0 365.4 ->
+      // 350.7 (torch.compile 349.9; the plain sum 350.4), 442368 x 128 85.9 -> 84.4 (84.0),
+      // 16384 x 4096 94.5 -> 95.9 (97.2); H200, 1024 x 262144 262.1 -> 243.9, 442368 x 128 61.9 ->
+      // 60.6, 16384 x 4096 68.1 -> 68.8. Every other kernel keeps the index form: it issues its
+      // loads together already, and the pointer took registers off some (bfloat16 max 48 -> 40),
+      // which changed their plans' resident blocks (bfloat16 columns 1-3% slower, session 26).
+      constexpr bool kStepPointer = std::is_same_v<In, float> && !std::is_same_v<Acc, V> && kVec > 1;
+      const In* src = base + row * a.reduced_stride;
+      for (; row + (kUnroll - 1) * step < r1; row += kUnroll * step) {
+        P v[kUnroll];
+        if constexpr (kStepPointer) {
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u) v[u] = *reinterpret_cast<const P*>(src + u * a.row_gap);
-            src += kUnroll * a.row_gap;
-          } else {
+          for (int u = 0; u < kUnroll; ++u) v[u] = *reinterpret_cast<const P*>(src + u * a.row_gap);
+          src += kUnroll * a.row_gap;
+        } else {
 #pragma unroll
-            for (int u = 0; u < kUnroll; ++u)
-              v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
-          }
-          // The kUnroll rows of each column pairwise, then one step of the reducer: a
-          // compensated sum pays its error-free addition once per 4 rows (as the row kernels
-          // once per pack), which took bfloat16's column sums off the ALU bound.
+          for (int u = 0; u < kUnroll; ++u)
+            v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
+        }
+        // Each 4 rows of a column pairwise, then one step of the reducer: a compensated sum
+        // pays its error-free addition once per 4 rows (as the row kernels once per pack),
+        // which took bfloat16's column sums off the ALU bound.
+#pragma unroll
+        for (int q = 0; q < kUnroll; q += 4) {
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
-            const V s01 = r.reduce(widen<V>(v[0], k), widen<V>(v[1], k));
-            const V s23 = r.reduce(widen<V>(v[2], k), widen<V>(v[3], k));
+            const V s01 = r.reduce(widen<V>(v[q], k), widen<V>(v[q + 1], k));
+            const V s23 = r.reduce(widen<V>(v[q + 2], k), widen<V>(v[q + 3], k));
             acc[k] = r.add(acc[k], r.reduce(s01, s23));
           }
         }
-        // The last segment's partial round: up to kUnroll - 1 rows, loaded together (one at a
-        // time they waited on each other). Rows past r1 load `row` again and are not added:
-        // predicated loads held 8-12 more registers (float32 max 48 -> 60) and cost blocks.
-        if (row < r1) {
-          P v[kUnroll - 1];
+      }
+      // The last segment's partial round: up to kUnroll - 1 rows, loaded together (one at a
+      // time they waited on each other). Rows past r1 load `row` again and are not added:
+      // predicated loads held 8-12 more registers (float32 max 48 -> 60) and cost blocks.
+      if (row < r1) {
+        P v[kUnroll - 1];
 #pragma unroll
-          for (int u = 0; u < kUnroll - 1; ++u) {
-            const int64_t rr = row + u * step < r1 ? row + u * step : row;
-            v[u] = *reinterpret_cast<const P*>(base + rr * a.reduced_stride);
-          }
+        for (int u = 0; u < kUnroll - 1; ++u) {
+          const int64_t rr = row + u * step < r1 ? row + u * step : row;
+          v[u] = *reinterpret_cast<const P*>(base + rr * a.reduced_stride);
+        }
 #pragma unroll
-          for (int u = 0; u < kUnroll - 1; ++u) {
-            if (row + u * step < r1) {
+        for (int u = 0; u < kUnroll - 1; ++u) {
+          if (row + u * step < r1) {
 #pragma unroll
-              for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v[u], k));
-            }
+            for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v[u], k));
           }
         }
-      } else {
-        for (; row < r1; row += step) acc[0] = r.add(acc[0], static_cast<V>(base[row * a.reduced_stride]));
       }
     }
     const int64_t col = o * a.inner + i;  // this thread's first column in out and the partials
