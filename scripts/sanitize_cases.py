@@ -64,7 +64,7 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # Columns in the streaming plan too (small shapes take the one-round "wave" plan), split or not.
     for strategy in ("stream", "split"):
         os.environ["REDUCE_OPS_STRATEGY"] = strategy
-        for shape, dim in [((300, 64), 0), ((5000, 8), 0), ((40, 7, 9), (0, 2))]:
+        for shape, dim in [((300, 64), 0), ((5000, 8), 0), ((40, 7, 9), (0, 2)), ((300, 67), 0), ((5000, 7), 0)]:
             x = torch.randn(shape, device=dev, dtype=dtype)
             check(f"sum {strategy} {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim), tol * 50)
             check(f"amax {strategy} {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim), 0)
@@ -88,6 +88,14 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
             os.environ["REDUCE_OPS_STRATEGY"] = strategy
         for rows, cols in [(33, 7), (33, 40), (33, 300), (9, 2000), (4, 9000), (3, 9001), (2, 40000), (3, 70000)]:
             check_row_ops(f"{strategy or 'auto'} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+    # "smem" on rows misaligned otherwise than the output (a storage offset of one element): the
+    # unaligned kernel reads its shared memory back an element at a time; and in place.
+    os.environ["REDUCE_OPS_STRATEGY"] = "smem"
+    xs = torch.randn(5 * 1021 + 1, device=dev, dtype=dtype)[1:].view(5, 1021)
+    check(f"softmax smem offset {dtype}", reduce_ops.softmax(xs, -1), torch.softmax(xs.double(), -1), tol)
+    ref_out = xs.double() / xs.double().abs().amax(-1, keepdim=True)
+    reduce_ops.reduce_scale_(xs)
+    check(f"reduce_scale_ smem offset {dtype}", xs, ref_out, tol)
     # cluster_row on 16 blocks where 12 hold the row (float32 and bfloat16 3 x 70000): blocks
     # with no values.
     os.environ["REDUCE_OPS_STRATEGY"] = "cluster_row"

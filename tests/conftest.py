@@ -486,10 +486,32 @@ def force_inner_strategy(monkeypatch, strategy):
 # 384 threads x 8 packs of 16 bytes (6000 packs: float32 24000, bfloat16 48000 columns), staged
 # clusters of such blocks (float32 48000: 2 blocks forward, 4 backward; these passed before the
 # fix too: the occupancy query presumably refused the size, and the launcher took another), and
-# the "smem" row of 24575 bfloat16 elements (unaligned, 49150 bytes), which had failed to launch
-# ("invalid argument").
+# the "smem" row of 24575 bfloat16 elements (unaligned: 49168 bytes with the pack the unaligned
+# kernel adds), which had failed to launch ("invalid argument").
 SMEM_48_KB_CASES = [("block-staged", torch.float32, (3, 24000)), ("block-staged", torch.bfloat16, (3, 48000)),
                     ("cluster-staged", torch.float32, (3, 48000)), ("smem", torch.bfloat16, (3, 24575))]
+
+
+def unaligned_rows(case, dtype):
+    """Rows for the "smem" strategy's unaligned kernel (row_norm_smem_peeled_kernel), which moves
+    each row's 16-byte-aligned middle by packs and its head and tail an element at a time:
+    "short" rows under one pack (all head); "odd" lengths (each row misaligned otherwise, as the
+    fresh output's rows: packs read back from shared memory); "offset" rows of a larger tensor
+    and a storage offset of one element (x misaligned otherwise than the output: elements read
+    back); "many" rows (each block runs several rows one after another in its shared memory)."""
+    if case == "short":
+        return [make_input((7, 5), dtype, "cuda"), make_input((9, 13), dtype, "cuda")]
+    if case == "odd":
+        return [make_input((6, 1021), dtype, "cuda"), make_input((4, 50257), dtype, "cuda")]
+    if case == "offset":
+        base = make_input((6, 1030), dtype, "cuda")
+        flat = make_input((6 * 1021 + 1,), dtype, "cuda")
+        return [base[:, 3:1027], flat[1:].view(6, 1021)]
+    assert case == "many"
+    return [make_input((20000, 257), dtype, "cuda")]
+
+
+UNALIGNED_ROW_CASES = ["short", "odd", "offset", "many"]
 
 
 def force_several_rows_per_block(monkeypatch, strategy, ahead):

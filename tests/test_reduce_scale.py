@@ -19,7 +19,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
-from conftest import SMEM_48_KB_CASES, requires_cuda, row_count, strided_tensors  # noqa: E402
+from conftest import SMEM_48_KB_CASES, UNALIGNED_ROW_CASES, requires_cuda, row_count, strided_tensors, unaligned_rows  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -415,6 +415,19 @@ def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
             assert scale[4].item() == torch.tensor(eps, dtype=accumulate_dtype(dtype)).item()
             assert (out[1] == 0).all()
         check_reduce_scale_(x.clone(), eps=1e-3)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("case", UNALIGNED_ROW_CASES)
+def test_reduce_scale_unaligned_rows_in_shared_memory(monkeypatch, dtype, case):
+    # conftest.unaligned_rows, out of place and in place (x's rows written back at their own
+    # misalignment).
+    force_row_strategy(monkeypatch, "smem")
+    for x in unaligned_rows(case, dtype):
+        check_reduce_scale(x)
+        check_reduce_scale(x, eps=1e-3)
+        check_reduce_scale_(x)  # x itself: a copy would be laid out afresh
 
 
 # "cluster_row" on more blocks than the row needs (test_softmax.py's case): blocks with no values.

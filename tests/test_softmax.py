@@ -19,7 +19,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import INNER_STRATEGIES, force_inner_strategy  # noqa: E402
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
-from conftest import SMEM_48_KB_CASES, row_count, strided_tensors  # noqa: E402
+from conftest import SMEM_48_KB_CASES, UNALIGNED_ROW_CASES, row_count, strided_tensors, unaligned_rows  # noqa: E402
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -429,6 +429,20 @@ def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
     base = make_input((600, 2056), torch.float32, "cuda")
     check_softmax(base[:, 8:2056], -1)
     check_softmax(make_input((5000, 1024), torch.bfloat16, "cuda"), -1)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("case", UNALIGNED_ROW_CASES)
+def test_softmax_unaligned_rows_in_shared_memory(monkeypatch, dtype, case):
+    # conftest.unaligned_rows; special rows, and bfloat16 / half widened to float32 (the output
+    # misaligned otherwise than x whatever the layout).
+    force_row_strategy(monkeypatch, "smem")
+    for x in unaligned_rows(case, dtype):
+        check_softmax(x, -1)
+        check_softmax(special_rows(x), -1)  # in x itself: a copy would be laid out afresh
+        if dtype in (torch.bfloat16, torch.float16):
+            check_softmax(x, -1, dtype=torch.float32)
 
 
 # "cluster_row" on more blocks than the row needs (REDUCE_OPS_CLUSTER): each block's share over

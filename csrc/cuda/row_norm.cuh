@@ -913,6 +913,130 @@ __global__ void __launch_bounds__(1024) row_norm_smem_kernel(const In* __restric
   }
 }
 
+// Elements between the 16-byte boundary at or before p and p (p is aligned to its element).
+template <typename T>
+__device__ __forceinline__ int misaligned_elements(const T* p) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / sizeof(T));
+}
+
+// Elements at p before its first 16-byte boundary, at most n.
+template <typename T>
+__device__ __forceinline__ int64_t elements_to_16_bytes(const T* p, int64_t n) {
+  constexpr int kV = kMaxVec<T>;
+  const int64_t before = (kV - misaligned_elements(p)) % kV;
+  return n < before ? n : before;
+}
+
+// The element of a row's head [0, head) or tail [tail, cols) (each under kV elements) that this
+// thread moves: threads 0 .. head - 1 the head, kV .. kV + cols - tail - 1 the tail; -1 for the
+// others (blocks of at least 2 x kV threads).
+__device__ __forceinline__ int64_t edge_element(int64_t head, int64_t tail, int64_t cols, int kV) {
+  const int t = threadIdx.x;
+  if (t < head) return t;
+  if (t >= kV && t - kV < cols - tail) return tail + (t - kV);
+  return -1;
+}
+
+// "smem" for rows that are not whole 16-byte packs or do not start on a 16-byte boundary (an
+// odd row length, say): row_norm_smem_kernel's passes, with each row's 16-byte-aligned middle
+// moved by 16-byte loads and stores and only its head and tail (under 16 bytes each) an element
+// at a time. Element j of x's row waits at row_buf[shift + j], shift being the row's misalignment
+// in elements (so that its aligned packs land on aligned shared memory: cols + kMaxVec<In>
+// elements of it). The writes take y's own head, packs and tail; each pack reads its elements
+// back as a pack where y's row is misaligned as x's (y a fresh tensor of x's shape, or x itself),
+// else an element at a time. Shared memory: (ceil(cols / kMaxVec<In>) + 1) packs. Element by element, as row_norm_smem_kernel<kVec = 1> did, a block
+// kept 8 bytes of bfloat16 in flight a thread: H200, bfloat16 softmax of 2048 x 50257 249 us,
+// torch eager 192 (h200_study/session49_models.txt).
+template <typename In, typename Out, typename Acc, typename Policy>
+__global__ void __launch_bounds__(1024) row_norm_smem_peeled_kernel(const In* __restrict__ x, Out* __restrict__ y,
+                                                                    RowGeometry g, Policy policy) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  In* row_buf = reinterpret_cast<In*>(smem_raw);
+  constexpr int kV = kMaxVec<In>, kVo = kMaxVec<Out>;
+  constexpr int kUnroll = 4;  // packs in flight per thread while the row streams in
+  const int64_t cols = g.cols;
+  for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
+    const In* xr = x + row * g.x_row_stride;
+    const int shift = misaligned_elements(xr);  // buf[j] = row_buf[shift + j]: element j of the row
+    const int64_t head = elements_to_16_bytes(xr, cols);
+    const int64_t packs = (cols - head) / kV;
+    const int64_t tail = head + packs * kV;  // first element after the packs
+    In* buf = row_buf + shift;
+    Acc m = MaxOp<Acc>::identity();
+    // Head and tail, under kV elements each: a thread each.
+    const int64_t j = edge_element(head, tail, cols, kV);
+    if (j >= 0) {
+      const In v = xr[j];
+      buf[j] = v;
+      m = Policy::key(static_cast<Acc>(v));
+    }
+    for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * blockDim.x) {
+      In raw[kUnroll][kV];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+        if (p < packs) load_pack<In, kV>(xr + head + p * kV, raw[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+        if (p < packs) {
+          *reinterpret_cast<Pack<In, kV>*>(buf + head + p * kV) = *reinterpret_cast<Pack<In, kV>*>(raw[u]);
+#pragma unroll
+          for (int k = 0; k < kV; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(raw[u][k])));
+        }
+      }
+    }
+    m = block_all_reduce(m, MaxOp<Acc>());  // its barriers also order the stores above
+    const Acc stat = policy.stat(m);
+    Acc sum = Acc(0);
+    if constexpr (Policy::kNeedsSum) {
+      // row_buf's packs, the first and last masked to the row: [shift, shift + cols).
+      const int64_t buf_packs = (shift + cols + kV - 1) / kV;
+      Acc s = Acc(0);
+      for (int64_t q = threadIdx.x; q < buf_packs; q += blockDim.x) {
+        const Pack<In, kV> v = *reinterpret_cast<const Pack<In, kV>*>(row_buf + q * kV);
+        if (q == 0 || q == buf_packs - 1) {
+#pragma unroll
+          for (int k = 0; k < kV; ++k) {
+            const int64_t i = q * kV + k;
+            if (i >= shift && i < shift + cols) s += Policy::transform(static_cast<Acc>(v.v[k]), stat);
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < kV; ++k) s += Policy::transform(static_cast<Acc>(v.v[k]), stat);
+        }
+      }
+      sum = block_all_reduce(s, SumOp<Acc>());
+    }
+    const auto finish = policy.finisher(stat, sum);
+    Out* yr = y + row * g.y_row_stride;
+    const int64_t y_head = elements_to_16_bytes(yr, cols);
+    const int64_t y_packs = (cols - y_head) / kVo;
+    const int64_t y_tail = y_head + y_packs * kVo;
+    const int64_t y_j = edge_element(y_head, y_tail, cols, kVo);
+    if (y_j >= 0) yr[y_j] = static_cast<Out>(finish(Policy::transform(static_cast<Acc>(buf[y_j]), stat)));
+    // y's packs read theirs back as packs where they sit on x's alignment in row_buf.
+    const bool pack_reads = sizeof(In) == sizeof(Out) && y_head == head;
+    for (int64_t p = threadIdx.x; p < y_packs; p += blockDim.x) {
+      const In* src = buf + y_head + p * kVo;
+      In v[kVo];
+      if (pack_reads) {
+        if constexpr (kVo == kV) load_pack<In, kV>(src, v);
+      } else {
+#pragma unroll
+        for (int k = 0; k < kVo; ++k) v[k] = src[k];
+      }
+      Acc o[kVo];
+#pragma unroll
+      for (int k = 0; k < kVo; ++k) o[k] = finish(Policy::transform(static_cast<Acc>(v[k]), stat));
+      store_pack<Out, Acc, kVo>(yr + y_head + p * kVo, o);
+    }
+    if (threadIdx.x == 0) policy.write_stat(row, stat);
+    __syncthreads();  // the next row's stores into row_buf wait for this row's reads
+  }
+}
+
 // Split rows: work item w = row * splits + seg covers cols [seg * chunk, min(cols, (seg+1) * chunk)).
 struct SplitArgs {
   int64_t splits, chunk;

@@ -434,12 +434,28 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
   return false;
 }
 
+// Shared memory of the "smem" kernel for rows of `cols` elements: the row, and for unaligned rows
+// (kVec == 1: row_norm_smem_peeled_kernel) a pack more, where the row sits at its own misalignment.
+template <typename In, int kVec>
+int64_t row_smem_bytes(int64_t cols) {
+  if constexpr (kVec == 1) return (ceil_div(cols, int64_t{kMaxVec<In>}) + 1) * 16;
+  return cols * static_cast<int64_t>(sizeof(In));
+}
+
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 void launch_smem(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
-  const int64_t smem = g.cols * static_cast<int64_t>(sizeof(In));
-  auto kernel = row_norm_smem_kernel<In, Out, Acc, Policy, kVec>;
-  allow_smem(kernel, smem);
-  kernel<<<grid_for(g.rows), block_per_row_threads(ceil_div(g.cols, kVec)), smem, stream>>>(x, y, g, policy);
+  const int64_t smem = row_smem_bytes<In, kVec>(g.cols);
+  // Unaligned rows move their aligned middles by 16-byte packs: threads as for 16-byte packs.
+  const int threads = block_per_row_threads(ceil_div(g.cols, kVec == 1 ? kMaxVec<In> : kVec));
+  if constexpr (kVec == 1) {
+    auto kernel = row_norm_smem_peeled_kernel<In, Out, Acc, Policy>;
+    allow_smem(kernel, smem);
+    kernel<<<grid_for(g.rows), threads, smem, stream>>>(x, y, g, policy);
+  } else {
+    auto kernel = row_norm_smem_kernel<In, Out, Acc, Policy, kVec>;
+    allow_smem(kernel, smem);
+    kernel<<<grid_for(g.rows), threads, smem, stream>>>(x, y, g, policy);
+  }
 }
 
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
@@ -479,7 +495,7 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // beat a cluster of two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
   const bool warp_preferred = warp_fits && (kVec == 1 || packs <= (sizeof(In) == 2 ? 4 : 2) * kWarpSize);
   // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
-  const bool smem_fits = g.cols * static_cast<int64_t>(sizeof(In)) <= block_smem_limit();
+  const bool smem_fits = row_smem_bytes<In, kVec>(g.cols) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
   const bool few_rows = too_few_blocks(g.rows, 1, g.cols);
   // 16-bit rows widened to a wider output (8-byte input packs) past one block take "split": its
