@@ -96,6 +96,9 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     ref_out = xs.double() / xs.double().abs().amax(-1, keepdim=True)
     reduce_ops.reduce_scale_(xs)
     check(f"reduce_scale_ smem offset {dtype}", xs, ref_out, tol)
+    os.environ["REDUCE_OPS_SMEM_LOAD"] = "packs"  # the middles by loads of packs (no bulk copy)
+    check_row_ops(f"smem packs {dtype} 3x9001", 3, 9001, dtype, tol)
+    os.environ.pop("REDUCE_OPS_SMEM_LOAD")
     # cluster_row on 16 blocks where 12 hold the row (float32 and bfloat16 3 x 70000): blocks
     # with no values.
     os.environ["REDUCE_OPS_STRATEGY"] = "cluster_row"

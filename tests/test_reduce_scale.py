@@ -419,11 +419,14 @@ def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("load", ["auto", "packs"])
 @pytest.mark.parametrize("case", UNALIGNED_ROW_CASES)
-def test_reduce_scale_unaligned_rows_in_shared_memory(monkeypatch, dtype, case):
+def test_reduce_scale_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, load):
     # conftest.unaligned_rows, out of place and in place (x's rows written back at their own
     # misalignment).
     force_row_strategy(monkeypatch, "smem")
+    if load == "packs":  # the rows' middles by loads of packs, not one bulk copy (sm_90+)
+        monkeypatch.setenv("REDUCE_OPS_SMEM_LOAD", "packs")
     for x in unaligned_rows(case, dtype):
         check_reduce_scale(x)
         check_reduce_scale(x, eps=1e-3)

@@ -433,11 +433,14 @@ def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("load", ["auto", "packs"])
 @pytest.mark.parametrize("case", UNALIGNED_ROW_CASES)
-def test_softmax_unaligned_rows_in_shared_memory(monkeypatch, dtype, case):
+def test_softmax_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, load):
     # conftest.unaligned_rows; special rows, and bfloat16 / half widened to float32 (the output
     # misaligned otherwise than x whatever the layout).
     force_row_strategy(monkeypatch, "smem")
+    if load == "packs":  # the rows' middles by loads of packs, not one bulk copy (sm_90+)
+        monkeypatch.setenv("REDUCE_OPS_SMEM_LOAD", "packs")
     for x in unaligned_rows(case, dtype):
         check_softmax(x, -1)
         check_softmax(special_rows(x), -1)  # in x itself: a copy would be laid out afresh

@@ -947,14 +947,26 @@ __device__ __forceinline__ int64_t edge_element(int64_t head, int64_t tail, int6
 // else an element at a time. Shared memory: (ceil(cols / kMaxVec<In>) + 1) packs. Element by element, as row_norm_smem_kernel<kVec = 1> did, a block
 // kept 8 bytes of bfloat16 in flight a thread: H200, bfloat16 softmax of 2048 x 50257 249 us,
 // torch eager 192 (h200_study/session49_models.txt).
-template <typename In, typename Out, typename Acc, typename Policy>
+// kBulk (sm_90+): the middle comes in by one bulk copy (Hopper's TMA) that thread 0 issues, all
+// of it in flight at once, and the max is then taken from shared memory; without it, by loads of
+// 4 packs a thread at a time. H200 (tune_rows.py, REDUCE_OPS_SMEM_LOAD=packs), % of copy, packs
+// -> bulk: softmax bfloat16 2048 x 50257 53 -> 79, 8192 x 4097 43 -> 59, 16384 x 1021 28 -> 38,
+// float32 2048 x 50257 66 -> 87, 16384 x 1021 60 -> 75; ReduceScale bfloat16 2048 x 50257
+// 70 -> 86, float32 75 -> 91 (h200_study/session49_models.txt).
+template <typename In, typename Out, typename Acc, typename Policy, bool kBulk>
 __global__ void __launch_bounds__(1024) row_norm_smem_peeled_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                                     RowGeometry g, Policy policy) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   In* row_buf = reinterpret_cast<In*>(smem_raw);
   constexpr int kV = kMaxVec<In>, kVo = kMaxVec<Out>;
-  constexpr int kUnroll = 4;  // packs in flight per thread while the row streams in
+  constexpr int kUnroll = 4;  // packs in flight per thread while the row streams in (no kBulk)
   const int64_t cols = g.cols;
+  __shared__ uint64_t arrival;  // kBulk: the bulk copy's mbarrier
+  unsigned phase = 0;
+  if constexpr (kBulk) {
+    if (threadIdx.x == 0) mbarrier_init(&arrival);
+    __syncthreads();
+  }
   for (int64_t row = blockIdx.x; row < g.rows; row += gridDim.x) {
     const In* xr = x + row * g.x_row_stride;
     const int shift = misaligned_elements(xr);  // buf[j] = row_buf[shift + j]: element j of the row
@@ -963,6 +975,13 @@ __global__ void __launch_bounds__(1024) row_norm_smem_peeled_kernel(const In* __
     const int64_t tail = head + packs * kV;  // first element after the packs
     In* buf = row_buf + shift;
     Acc m = MaxOp<Acc>::identity();
+    // After the barrier that ends the row before (every read of row_buf done): see
+    // bulk_copy_to_shared.
+    if constexpr (kBulk) {
+      if (threadIdx.x == 0) {
+        bulk_copy_to_shared(buf + head, xr + head, static_cast<unsigned>(packs * 16), &arrival);
+      }
+    }
     // Head and tail, under kV elements each: a thread each.
     const int64_t j = edge_element(head, tail, cols, kV);
     if (j >= 0) {
@@ -970,7 +989,16 @@ __global__ void __launch_bounds__(1024) row_norm_smem_peeled_kernel(const In* __
       buf[j] = v;
       m = Policy::key(static_cast<Acc>(v));
     }
-    for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * blockDim.x) {
+    if constexpr (kBulk) {
+      mbarrier_wait(&arrival, phase);
+      phase ^= 1u;
+      for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+        const Pack<In, kV> v = *reinterpret_cast<const Pack<In, kV>*>(buf + head + p * kV);
+#pragma unroll
+        for (int k = 0; k < kV; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(v.v[k])));
+      }
+    }
+    for (int64_t p0 = threadIdx.x; !kBulk && p0 < packs; p0 += kUnroll * blockDim.x) {
       In raw[kUnroll][kV];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {

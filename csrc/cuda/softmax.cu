@@ -448,7 +448,10 @@ void launch_smem(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   // Unaligned rows move their aligned middles by 16-byte packs: threads as for 16-byte packs.
   const int threads = block_per_row_threads(ceil_div(g.cols, kVec == 1 ? kMaxVec<In> : kVec));
   if constexpr (kVec == 1) {
-    auto kernel = row_norm_smem_peeled_kernel<In, Out, Acc, Policy>;
+    // The bulk copy on sm_90+ unless REDUCE_OPS_SMEM_LOAD=packs (a developer knob, for measurement).
+    const bool bulk = props().major >= 9 && !env_equals("REDUCE_OPS_SMEM_LOAD", "packs");
+    auto kernel = bulk ? row_norm_smem_peeled_kernel<In, Out, Acc, Policy, true>
+                       : row_norm_smem_peeled_kernel<In, Out, Acc, Policy, false>;
     allow_smem(kernel, smem);
     kernel<<<grid_for(g.rows), threads, smem, stream>>>(x, y, g, policy);
   } else {
