@@ -18,8 +18,10 @@
 //                             the row in registers, the partials exchanged through the blocks'
 //                             shared memory on an mbarrier (no barrier): one read, one write.
 //   row_norm_smem_kernel      ("smem") a block per row, the row kept in shared memory: one read,
-//                             one write; for rows the register kernels cannot take (unaligned
-//                             rows, no clusters on the device).
+//                             one write; for rows the register kernels cannot take (no clusters
+//                             on the device). row_norm_smem_peeled_kernel: the same for unaligned
+//                             rows, each row's aligned middle moved by packs (one bulk copy in on
+//                             sm_90+), its head and tail an element at a time.
 //   row_norm_partial_kernel + row_norm_apply_kernel
 //                             ("split") several blocks per row write partial statistics, then
 //                             each block combines its row's partials and writes its segment:

@@ -34,7 +34,8 @@ namespace {
 //   "cluster"  a thread block cluster per row at a time (persistent), the row in the blocks'
 //              registers and (16-byte packs) half of each block's share in its shared memory
 //              (aligned rows, sm_90+, a cluster shape the device can schedule).
-//   "smem"     one block per row, the row in shared memory (unaligned rows, or no cluster).
+//   "smem"     one block per row, the row in shared memory (unaligned rows: its aligned middle
+//              by one bulk copy on sm_90+; or no cluster).
 //   "split"    any row: partials, then apply (two reads).
 
 // Packs a warp-path lane holds at most (registers: 8 packs x 16 bytes).
