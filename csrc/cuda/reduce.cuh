@@ -599,7 +599,7 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   // 4 blocks an SM, 8 rows (bounded to 64 registers, all 8 loads issued together) were even: H200,
   // 36 cases over dim 0, 0.99-1.03x, geomean 1.00x (h200_study/session46_cols.txt). Columns that
   // are not whole 16-byte packs (kVec == 1: an odd number of columns, say) load one element a row,
-  // so 16 rows a round keep as many loads in flight as 4 of packs would hold bytes of a 4-byte type.
+  // so they take 16 rows a round: of a 4-byte type, the bytes of 4 rows of packs.
   // They had loaded one row at a time: H200, bfloat16 sum of 2048 x 50257 over dim 0 199 us
   // (torch.compile 68; h200_study/session49_models.txt).
   constexpr int kUnroll = kVec > 1 ? kColsRound : 4 * kColsRound;

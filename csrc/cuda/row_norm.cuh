@@ -943,12 +943,12 @@ __device__ __forceinline__ int64_t edge_element(int64_t head, int64_t tail, int6
 // odd row length, say): row_norm_smem_kernel's passes, with each row's 16-byte-aligned middle
 // moved by 16-byte loads and stores and only its head and tail (under 16 bytes each) an element
 // at a time. Element j of x's row waits at row_buf[shift + j], shift being the row's misalignment
-// in elements (so that its aligned packs land on aligned shared memory: cols + kMaxVec<In>
-// elements of it). The writes take y's own head, packs and tail; each pack reads its elements
-// back as a pack where y's row is misaligned as x's (y a fresh tensor of x's shape, or x itself),
-// else an element at a time. Shared memory: (ceil(cols / kMaxVec<In>) + 1) packs. Element by element, as row_norm_smem_kernel<kVec = 1> did, a block
-// kept 8 bytes of bfloat16 in flight a thread: H200, bfloat16 softmax of 2048 x 50257 249 us,
-// torch eager 192 (h200_study/session49_models.txt).
+// in elements, so that its aligned packs land on aligned shared memory (ceil(cols /
+// kMaxVec<In>) + 1 packs of it). The writes take y's own head, packs and tail; each pack reads
+// its elements back as a pack where y's row is misaligned as x's (y a fresh tensor of x's shape,
+// or x itself), else an element at a time. Element by element, as row_norm_smem_kernel<kVec = 1>
+// did, a block kept 8 bytes of bfloat16 in flight a thread: H200, bfloat16 softmax of 2048 x
+// 50257 249 us, torch eager 192 (h200_study/session49_models.txt).
 // kBulk (sm_90+): the middle comes in by one bulk copy (Hopper's TMA) that thread 0 issues, all
 // of it in flight at once, and the max is then taken from shared memory; without it, by loads of
 // 4 packs a thread at a time. H200 (tune_rows.py, REDUCE_OPS_SMEM_LOAD=packs), % of copy, packs
@@ -999,21 +999,22 @@ __global__ void __launch_bounds__(1024) row_norm_smem_peeled_kernel(const In* __
 #pragma unroll
         for (int k = 0; k < kV; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(v.v[k])));
       }
-    }
-    for (int64_t p0 = threadIdx.x; !kBulk && p0 < packs; p0 += kUnroll * blockDim.x) {
-      In raw[kUnroll][kV];
+    } else {
+      for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * blockDim.x) {
+        In raw[kUnroll][kV];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
-        if (p < packs) load_pack<In, kV>(xr + head + p * kV, raw[u]);
-      }
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+          if (p < packs) load_pack<In, kV>(xr + head + p * kV, raw[u]);
+        }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
-        if (p < packs) {
-          *reinterpret_cast<Pack<In, kV>*>(buf + head + p * kV) = *reinterpret_cast<Pack<In, kV>*>(raw[u]);
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+          if (p < packs) {
+            *reinterpret_cast<Pack<In, kV>*>(buf + head + p * kV) = *reinterpret_cast<Pack<In, kV>*>(raw[u]);
 #pragma unroll
-          for (int k = 0; k < kV; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(raw[u][k])));
+            for (int k = 0; k < kV; ++k) m = MaxOp<Acc>()(m, Policy::key(static_cast<Acc>(raw[u][k])));
+          }
         }
       }
     }
