@@ -75,6 +75,15 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     check(f"sum {dtype} two-level column fold", reduce_ops.sum(x, 0), x.double().sum(0), tol * 50)
     check(f"amax {dtype} two-level column fold", reduce_ops.amax(x, 0), torch.amax(x, 0), 0)
     os.environ.pop("REDUCE_OPS_COLS_FOLD_GROUP")
+    # Rows a group of lanes shares (forced: a warp of 8 packs a lane past 128 packs), ending its
+    # rounds part way (the last round's packs past the row are the identity, not loaded), and
+    # starting anywhere in a pack (head and tail elements loaded apart from the packs).
+    os.environ["REDUCE_OPS_STRATEGY"] = "warp"
+    for cols in (77, 1000, 1100, 1021):
+        xg = torch.randn(37 * cols + 3, device=dev, dtype=dtype)[3:].view(37, cols)
+        check(f"sum warp {dtype} {cols} offset", reduce_ops.sum(xg, 1), xg.double().sum(1), tol * 50)
+        check(f"amax warp {dtype} {cols} offset", reduce_ops.amax(xg, 1), torch.amax(xg, 1), 0)
+    os.environ.pop("REDUCE_OPS_STRATEGY")
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
     check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)

@@ -468,6 +468,30 @@ def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout,
         check_sum(x, dim, dtype=torch.float32)
 
 
+# Rows the lanes of a group share (reduce_rows_group_kernel; REDUCE_OPS_STRATEGY=warp takes it at
+# any row count, a warp of 8 packs a lane past 128 packs): rows whose packs end the group's rounds
+# part way (its last round's packs past the row are the identity: 1000 float32 is 250 packs of a
+# round of 256, 1100 one whole round and 19 packs more), rows that start anywhere in a 16-byte
+# pack (their head and tail elements loaded apart from the packs), every value negative (a pack
+# of zeros in the last round would win the max), and a NaN in a row's first or last element.
+@requires_cuda
+@pytest.mark.parametrize("cols", [13, 77, 197, 1000, 1021, 1100, 2050])
+@pytest.mark.parametrize("offset", [0, 1, 3])
+def test_group_rows_last_round_and_edges(monkeypatch, dtype, cols, offset):
+    monkeypatch.setenv("REDUCE_OPS_STRATEGY", "warp")
+    rows = 37
+    storage = make_input((rows * cols + offset,), dtype, "cuda")
+    x = storage[offset:].view(rows, cols)  # row r starts at element offset + r * cols
+    check_sum(x, -1)
+    check_amax(x, -1)
+    storage.copy_(-storage.abs() - 1)  # in place: x keeps its offsets
+    check_amax(x, -1)
+    x[3, 0] = float("nan")
+    x[5, -1] = float("nan")
+    check_sum(x, -1)
+    check_amax(x, -1)
+
+
 # Short aligned rows (reduce_short_rows_kernel: a group of lanes takes several rows at once) whose
 # packs leave lanes of the group idle, and row counts that leave a group's last rows past the end:
 # those lanes and rows must fold the identity, not a pack of zeros or a copy of another pack.

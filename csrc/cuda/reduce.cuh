@@ -132,30 +132,36 @@ __device__ __forceinline__ P select_pack(bool keep, const P& v, const P& other) 
 // ---- One thread's share of a contiguous or strided run ------------------------------------
 
 // This thread's partial over whole packs p = tid, tid + nthreads, ... < npacks of a 16-byte
-// aligned x, kUnroll packs in flight.
-template <int kVec, int kUnroll, typename In, typename R>
+// aligned x, kUnroll packs in flight: rounds of kUnroll packs, then the packs left. With
+// kSameRounds every thread runs the same rounds: the rounds all of them load whole, then at most
+// one more with the packs past npacks the reducer's identity. Rounds counted per thread split a
+// warp whose lanes share a row (the group kernels) wherever the lanes ended on different sides
+// of the last whole round: the lanes that had loaded their round waited while the others loaded
+// the rest, two trips to memory a row one after the other (and ptxas issued the remainder's 8
+// loads in halves, a third). 16384 x 1000 float32 (250 packs a row, 256 in a warp's round) ran
+// at 63% of copy, 16384 x 1024 at 78%; see reduce_rows_group_kernel for the gain. The block and
+// split kernels keep the per-thread rounds: the same rounds cost them 5-14% (H200, us: 16384 x
+// 4096 float32 amax 63.3 -> 71.1, bfloat16 sum 8192 x 14336 56.3 -> 62.4), their rows of one or
+// a few rounds waiting on the spills of their 32 registers.
+template <int kVec, int kUnroll, bool kSameRounds, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int64_t npacks, int64_t tid,
                                                                int64_t nthreads, const R& r) {
   using P = Pack<In, kVec>;
+  using V = typename R::Value;
   const P* packs = reinterpret_cast<const P*>(x);
   typename R::Acc lanes[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) lanes[u] = R::identity();
-  int64_t p = tid;
-  for (; p + (kUnroll - 1) * nthreads < npacks; p += kUnroll * nthreads) {
-    P v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = packs[p + u * nthreads];
-    // Plain reducers fold the round's kUnroll x kVec values as one tree, across the packs first,
-    // and add it once: no fold can start before the round's last loads land, so ptxas issues
-    // them all first. With a tree per pack it began pack 0's before issuing the last loads (2 or
-    // 3 of 4-8 packs in flight in the SASS of the 16-bit and float32 max group kernels). H200
-    // (bench.py A/B, h200_study/session22.txt): bfloat16 16384 x 4096 sum 37.9 -> 36.1 us,
-    // 65536 x 1024 35.5 -> 34.5, amax 36.8 -> 36.3 and 35.5 -> 34.4; float32 amax 65536 x 1024
-    // 65.2 -> 64.0; a sum of 1024 in a CUDA graph 2.22 -> 1.99 us. Compensated sums keep one
-    // Neumaier step per pack, which their error bound counts on (log2(kVec) + 2 ulps).
-    if constexpr (std::is_same_v<typename R::Acc, typename R::Value>) {
-      using V = typename R::Value;
+  // Plain reducers fold the round's kUnroll x kVec values as one tree, across the packs first,
+  // and add it once: no fold can start before the round's last loads land, so ptxas issues
+  // them all first. With a tree per pack it began pack 0's before issuing the last loads (2 or
+  // 3 of 4-8 packs in flight in the SASS of the 16-bit and float32 max group kernels). H200
+  // (bench.py A/B, h200_study/session22.txt): bfloat16 16384 x 4096 sum 37.9 -> 36.1 us,
+  // 65536 x 1024 35.5 -> 34.5, amax 36.8 -> 36.3 and 35.5 -> 34.4; float32 amax 65536 x 1024
+  // 65.2 -> 64.0; a sum of 1024 in a CUDA graph 2.22 -> 1.99 us. Compensated sums keep one
+  // Neumaier step per pack, which their error bound counts on (log2(kVec) + 2 ulps).
+  const auto add_round = [&](const P (&v)[kUnroll]) {
+    if constexpr (std::is_same_v<typename R::Acc, V>) {
       const auto reduce = [&r](V a, V b) { return r.reduce(a, b); };
       V e[kVec];
 #pragma unroll
@@ -170,12 +176,36 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) lanes[u] = r.add(lanes[u], pack_value(v[u], r));
     }
-  }
+  };
+  const auto load_round = [&](int64_t p) {
+    P v[kUnroll];
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    if (p + u * nthreads < npacks) {
-      const P v = packs[p + u * nthreads];  // one 16-byte load: pack_value of the global pack read it element by element
-      lanes[u] = r.add(lanes[u], pack_value(v, r));
+    for (int u = 0; u < kUnroll; ++u) v[u] = packs[p + u * nthreads];
+    add_round(v);
+  };
+  const int64_t step = kUnroll * nthreads;
+  int64_t p = tid;
+  if constexpr (kSameRounds) {
+    const int64_t whole = npacks - npacks % step;  // packs in the rounds every thread loads whole
+    for (; p < whole; p += step) load_round(p);
+    if (whole < npacks) {
+      P v[kUnroll];
+      const P none = identity_pack<In>(r);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        v[u] = none;
+        if (p + u * nthreads < npacks) v[u] = packs[p + u * nthreads];
+      }
+      add_round(v);
+    }
+  } else {
+    for (; p + (kUnroll - 1) * nthreads < npacks; p += step) load_round(p);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (p + u * nthreads < npacks) {
+        const P v = packs[p + u * nthreads];  // one 16-byte load: pack_value of the global pack read it element by element
+        lanes[u] = r.add(lanes[u], pack_value(v, r));
+      }
     }
   }
 #pragma unroll
@@ -183,19 +213,37 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
   return lanes[0];
 }
 
-// This thread's partial over the contiguous x[0, n) of any element alignment: the elements
-// before the first 16-byte boundary and the ragged tail are read as scalars.
-template <int kVec, int kUnroll, typename In, typename R>
-__device__ __forceinline__ typename R::Acc thread_reduce_contiguous(const In* x, int64_t n, int64_t tid,
-                                                                    int64_t nthreads, const R& r) {
+// This thread's partial over the contiguous x[0, n) of any element alignment, kThreads threads
+// sharing it: the elements before the first 16-byte boundary (the head) and after the last
+// whole pack (the tail), under kVec each, are read as scalars. kEdgesFirst loads them before the
+// packs, all in flight with the row's packs; otherwise they are loops after the packs, each a
+// trip to memory of its own (see reduce_rows_group_kernel for where which is faster).
+template <int kVec, int kUnroll, int kThreads, bool kSameRounds, bool kEdgesFirst, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_contiguous(const In* x, int64_t n, int tid, const R& r) {
   using V = typename R::Value;
   const int64_t misalign = (reinterpret_cast<uintptr_t>(x) / sizeof(In)) % kVec;
   const int64_t head = misalign == 0 ? 0 : (kVec - misalign < n ? kVec - misalign : n);
   const int64_t npacks = (n - head) / kVec;
-  typename R::Acc acc = thread_reduce_packs<kVec, kUnroll>(x + head, npacks, tid, nthreads, r);
-  for (int64_t i = tid; i < head; i += nthreads) acc = r.add(acc, static_cast<V>(x[i]));
-  for (int64_t i = head + npacks * kVec + tid; i < n; i += nthreads) acc = r.add(acc, static_cast<V>(x[i]));
-  return acc;
+  if constexpr (kEdgesFirst) {
+    const int64_t edges = n - npacks * kVec;  // head + tail
+    // Edge element e is x[e] in the head and x[e + npacks * kVec] in the tail.
+    constexpr int kEdgeLoads = (2 * (kVec - 1) + kThreads - 1) / kThreads;
+    V edge[kEdgeLoads];
+#pragma unroll
+    for (int j = 0; j < kEdgeLoads; ++j) {
+      const int64_t e = tid + j * kThreads;
+      edge[j] = e < edges ? static_cast<V>(x[e < head ? e : e + npacks * kVec]) : r.finish(R::identity());
+    }
+    typename R::Acc acc = thread_reduce_packs<kVec, kUnroll, kSameRounds>(x + head, npacks, tid, kThreads, r);
+#pragma unroll
+    for (int j = 0; j < kEdgeLoads; ++j) acc = r.add(acc, edge[j]);
+    return acc;
+  } else {
+    typename R::Acc acc = thread_reduce_packs<kVec, kUnroll, kSameRounds>(x + head, npacks, tid, kThreads, r);
+    for (int64_t i = tid; i < head; i += kThreads) acc = r.add(acc, static_cast<V>(x[i]));
+    for (int64_t i = head + npacks * kVec + tid; i < n; i += kThreads) acc = r.add(acc, static_cast<V>(x[i]));
+    return acc;
+  }
 }
 
 // This thread's partial over x[0], x[stride], ... x[(n - 1) * stride] (scalar loads).
@@ -234,13 +282,15 @@ __device__ __forceinline__ const In* segment_start(const In* x, const RowsArgs& 
   return x + o * a.outer_stride + (row - o * a.inner) * a.inner_stride + c0 * a.elem_stride;
 }
 
-template <int kUnroll, typename In, typename R>
-__device__ __forceinline__ typename R::Acc thread_reduce_segment(const In* seg, int64_t n, const RowsArgs& a,
-                                                                 int tid, int nthreads, const R& r) {
+// Thread tid's partial over a segment of n elements that kThreads threads share (kSameRounds:
+// thread_reduce_packs; kEdgesFirst: thread_reduce_contiguous).
+template <int kUnroll, int kThreads, bool kSameRounds, bool kEdgesFirst, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_segment(const In* seg, int64_t n, const RowsArgs& a, int tid,
+                                                                 const R& r) {
   constexpr int kVec = kMaxVec<In>;
-  if (a.aligned) return thread_reduce_packs<kVec, kUnroll>(seg, n / kVec, tid, nthreads, r);
-  return a.elem_stride == 1 ? thread_reduce_contiguous<kVec, kUnroll>(seg, n, tid, nthreads, r)
-                            : thread_reduce_strided(seg, n, a.elem_stride, tid, nthreads, r);
+  if (a.aligned) return thread_reduce_packs<kVec, kUnroll, kSameRounds>(seg, n / kVec, tid, kThreads, r);
+  return a.elem_stride == 1 ? thread_reduce_contiguous<kVec, kUnroll, kThreads, kSameRounds, kEdgesFirst>(seg, n, tid, r)
+                            : thread_reduce_strided(seg, n, a.elem_stride, tid, kThreads, r);
 }
 
 // The row kernels run 256-thread blocks (kBlock, launch.h). The block and split kernels fit
@@ -258,6 +308,20 @@ constexpr int kRowsBlockThreads = 256;
 template <typename In, typename Out, typename R, int kWidth, int kUnroll>
 __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_rows_group_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
+  // The same rounds for every lane (thread_reduce_packs) and the edges of unaligned rows loaded
+  // first (thread_reduce_contiguous), where they were faster. H200, us, neither (6942782) ->
+  // both, bench.py A/B in one run (h200_study/session50_rows.txt): float32 sums 16384 x 1000
+  // 24.5 -> 20.0, 32768 x 197 15.7 -> 12.3, 65536 x 77 13.1 -> 11.4, amaxes 22.1 -> 18.9,
+  // 12.4 -> 10.8, 10.4 -> 9.8; bfloat16 16384 x 1000 14.2 -> 12.3; no case of the "models"
+  // and default presets more than 2% slower. The variants left out were timed by the
+  // session's first try, whose log was lost: for 16-bit types the edges are up to 14 elements,
+  // and loaded first they cost registers (69 against 59 for a warp of 8 packs a lane: 3 blocks
+  // an SM, not 4) and instructions: unaligned bfloat16 rows lost 4-16% (442368 x 100 26.6 ->
+  // 30.9, 16384 x 1021 14.7 -> 15.3); the same rounds alone took 16384 x 1021 to 13.8 but lost
+  // 7-12% for groups under a warp (32768 x 197 8.7 -> 9.7), whose last round's unused packs are
+  // folded too.
+  constexpr bool kEdgesFirst = kMaxVec<In> <= 4;
+  constexpr bool kSameRounds = kEdgesFirst || kWidth == kWarpSize;
   const int64_t items = a.rows * a.splits;
   const int lane = threadIdx.x % kWidth;
   const int64_t groups_per_block = blockDim.x / kWidth;
@@ -268,7 +332,7 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_rows_group_kernel(const In* __res
     if (w < items) {
       int64_t n;
       const In* seg = segment_start(x, a, w, &n);
-      acc = thread_reduce_segment<kUnroll>(seg, n, a, lane, kWidth, r);
+      acc = thread_reduce_segment<kUnroll, kWidth, kSameRounds, kEdgesFirst>(seg, n, a, lane, r);
     }
     acc = warp_all_reduce<kWidth>(acc, r);
     if (w < items && lane == 0) out[w] = static_cast<Out>(r.finish(acc));
@@ -452,7 +516,7 @@ template <int kUnroll, typename In, typename R>
 __device__ __forceinline__ typename R::Acc block_reduce_item(const In* x, const RowsArgs& a, int64_t w, const R& r) {
   int64_t n;
   const In* seg = segment_start(x, a, w, &n);
-  return block_all_reduce(thread_reduce_segment<kUnroll>(seg, n, a, threadIdx.x, kRowsBlockThreads, r), r);
+  return block_all_reduce(thread_reduce_segment<kUnroll, kRowsBlockThreads, false, false>(seg, n, a, threadIdx.x, r), r);
 }
 
 template <typename In, typename Out, typename R, int kUnroll>
