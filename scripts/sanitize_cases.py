@@ -84,6 +84,14 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check(f"sum warp {dtype} {cols} offset", reduce_ops.sum(xg, 1), xg.double().sum(1), tol * 50)
         check(f"amax warp {dtype} {cols} offset", reduce_ops.amax(xg, 1), torch.amax(xg, 1), 0)
     os.environ.pop("REDUCE_OPS_STRATEGY")
+    # Columns that are not whole 16-byte packs, reduced as rows of whole packs (the vectorized
+    # kernels), then each column's partials folded by a second launch (forced: at any size).
+    os.environ["REDUCE_OPS_COLS_ROW_GROUPS"] = "on"
+    for shape, dim in [((8192, 77), 0), ((3, 4096, 77), 1), ((64, 50257), 0)]:
+        xc = torch.randn(shape, device=dev, dtype=dtype)
+        check(f"sum {dtype} {shape} row groups", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
+        check(f"amax {dtype} {shape} row groups", reduce_ops.amax(xc, dim), torch.amax(xc, dim), 0)
+    os.environ.pop("REDUCE_OPS_COLS_ROW_GROUPS")
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
     check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)

@@ -662,6 +662,43 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
         check_sum(x, 0, dtype=torch.float32)
 
 
+# Columns that are not whole 16-byte packs (CUDA: reduce.cu's launch_cols_row_groups): groups of
+# kVec / gcd(cols, kVec) rows (kVec = 16 / itemsize) make whole packs, the vectorized kernels
+# reduce the (rows / groups, groups * cols) view, and a second launch folds each column's partials
+# in order. Odd and even column counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an
+# outer index > 1), few and many reduced rows (one block's reach, the wave and streaming plans), a
+# row count no group size divides and a start off 16 bytes (the one-element kernel instead); NaN
+# and infinities in the first and last rows (the first and last group), negative columns, and the
+# same bits on every call. Automatically (1 to 3.5 MB and from 192 MB: most of these shapes take
+# the one-element kernel) and at every size (REDUCE_OPS_COLS_ROW_GROUPS=on).
+@requires_cuda
+@pytest.mark.parametrize("mode", ["auto", "on"])
+@pytest.mark.parametrize("shape,dim", [((8192, 77), 0), ((4096, 197), 0), ((1024, 1002), 0), ((1024, 2052), 0),
+                                       ((3, 4096, 77), 1), ((64, 50257), 0), ((65536, 77), 0), ((8193, 77), 0)], ids=str)
+def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
+    if mode != "auto":
+        monkeypatch.setenv("REDUCE_OPS_COLS_ROW_GROUPS", mode)
+    x = make_input(shape, dtype, "cuda")
+    check_sum(x, dim)
+    check_amax(x, dim)
+    if dtype in (torch.float16, torch.bfloat16):
+        check_sum(x, dim, dtype=torch.float32)
+    assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
+    shifted = make_input((x.numel() + 1,), dtype, "cuda")[1:].view(shape)
+    check_sum(shifted, dim)
+    check_amax(shifted, dim)
+    first, last = x.select(dim, 0), x.select(dim, -1)
+    last[..., 0] = float("nan")
+    first[..., 1] = float("inf")
+    last[..., 2] = float("-inf")
+    first[..., 3] = float("inf")
+    check_sum(x, dim)
+    out = check_amax(x, dim)
+    assert torch.isnan(out[..., 0]).all() and (out[..., 1] == float("inf")).all()
+    negative = -(make_input(shape, dtype, "cuda").abs() + 1)
+    assert (check_amax(negative, dim) < 0).all()
+
+
 # ---- compensated CUDA sums -------------------------------------------------------------------
 
 def _hard_sum_inputs(n, device):

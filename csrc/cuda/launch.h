@@ -61,6 +61,10 @@ using Int = std::integral_constant<int, N>;
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
 //                               the column reduction's split sizing and first-level fold
 //                               (scripts/tune_cols.py);
+//   REDUCE_OPS_COLS_ROW_GROUPS=off|on
+//                               columns that are not whole 16-byte packs load an element a
+//                               thread and row (off), or are reduced as rows of whole packs at
+//                               any size (on; reduce.cu's launch_cols_row_groups);
 //   REDUCE_OPS_REDUCE_CHUNK=<n> the fewest elements of a split reduction row's segment
 //                               (whole-tensor reductions; scripts/tune_cols.py --dim -1);
 //   REDUCE_OPS_INNER_CLUSTER=<n>, REDUCE_OPS_INNER_NARROWEST=<bytes>

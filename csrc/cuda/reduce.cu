@@ -12,6 +12,8 @@
 //          wave (small inputs; automatic only, as the rows' few)
 //   wave   one or two rounds of loads a thread, all blocks in one wave (small inputs)
 //   stream many rounds a thread, the reduced dim split over up to one wave (split: at least 2)
+//   groups columns that are not whole 16-byte packs: rows taken a few at a time, as whole packs,
+//          then each column's partials folded (launch_cols_row_groups; automatic only, as few)
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -367,6 +370,58 @@ bool launch_cols_few(const In* x, Out* out, const ReduceGeometry& g, const R& r,
   return launch(Int<1>{}, Int<256>{}, Int<8>{});
 }
 
+template <typename In, typename Out, typename R>
+void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
+                 cudaStream_t stream, const ForcedStrategy& forced);
+
+// Columns that are not whole 16-byte packs (77, 197, 1002, 50257 of a 16-bit type) load an element a
+// thread and row in reduce_cols_kernel<kVec = 1>. But `groups` = kVec / gcd(cols, kVec) dense
+// rows together are whole packs: reduced as (reduced / groups, groups * cols) columns by the
+// vectorized kernels, they leave `groups` partials a column (partial[j][c]: the rows j, j +
+// groups, ...), which fold_row_groups_kernel folds in order (deterministic; the partials are R's
+// finished values, so a compensated sum keeps one more rounding per partial, ~2^-24 of it).
+// Automatic only, where x starts on 16 bytes, `groups` divides the reduced dim and the size is
+// one where it was faster. H200, us, one element a thread and row -> row groups, sums and amaxes
+// over dim 0 (h200_study/session50_rows.txt, section 4): 1.3-3.2 MB 1.01-1.29x in eager launches
+// and 1.4-2.1x in CUDA graphs (float32 sum 8192 x 77 11.6 -> 9.1, in a graph 8.47 -> 4.87;
+// bfloat16 amax 4096 x 197 11.3 -> 9.6); 206-412 MB 1.06-1.17x (bfloat16 sum 2048 x 50257 68.3 ->
+// 58.5, float32 amax 116.7 -> 101.0); between them 0.83-1.31x, mostly slower, the second launch
+// and the partials' round trip costing more than the packs save (bfloat16 amax 65536 x 77 12.1 ->
+// 14.6, float32 sum 256 x 50257 19.2 -> 21.6, 1024 x 1002 at 4.1 MB 10.7 -> 11.4). Under 1 MB
+// and from 52 to 205 MB not measured. REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
+constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 20;
+constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
+constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
+
+template <typename In, typename Out, typename R>
+bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
+                            cudaStream_t stream, const ForcedStrategy& forced) {
+  using V = typename R::Value;
+  constexpr int64_t kVec = kMaxVec<In>;
+  const int64_t groups = kVec / std::gcd(g.inner, kVec);
+  if (groups == 1 || g.inner_stride != 1 || g.reduced_stride != g.inner || g.reduced % groups != 0 ||
+      g.outer_stride % kVec != 0 || !is_aligned(xt.const_data_ptr<In>(), 16)) {
+    return false;
+  }
+  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+  const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes;
+  if (env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "off") || !(faster || env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "on"))) {
+    return false;
+  }
+  ReduceGeometry wide = g;
+  wide.reduced = g.reduced / groups;
+  wide.inner = g.inner * groups;
+  wide.reduced_stride = wide.inner;
+  const at::Tensor partial =
+      at::empty({g.outer * wide.inner}, xt.options().dtype(c10::CppTypeToScalarType<V>::value));
+  launch_cols<In, V>(xt, wide, partial, r, stream, forced);
+  const int64_t columns = g.outer * g.inner;
+  fold_row_groups_kernel<Out, R><<<grid_for(ceil_div(columns, kBlock)), kBlock, 0, stream>>>(
+      partial.const_data_ptr<V>(), out_t.mutable_data_ptr<Out>(), columns, g.inner, static_cast<int>(groups), r);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
 // Columns: a block reading the whole reduced dim at once where one can and the blocks fit in one
 // wave (reduce_cols_few_kernel; automatic only: any forced strategy skips it), else the
 // latency-first plan while its blocks fit in one wave, else the streaming one
@@ -385,6 +440,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
+  if (!vectorize && !forced.any() && launch_cols_row_groups<In, Out>(xt, g, out_t, r, stream, forced)) return;
   const int vec = vectorize ? kVec : 1;
   const auto kernel = vectorize ? reduce_cols_kernel<In, Out, R, kVec> : reduce_cols_kernel<In, Out, R, 1>;
   const size_t smem_per_thread = sizeof(Acc) * vec;

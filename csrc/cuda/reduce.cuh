@@ -21,6 +21,9 @@
 //                             (last block of a group, then last group), in a fixed order.
 //   reduce_cols_few_kernel    small reductions over an outer dim (up to 2048 reduced rows): a
 //                             block reads all the rows of its columns at once, no split.
+//   fold_row_groups_kernel    the second launch of a column reduction whose columns are not
+//                             whole 16-byte packs, reduced as rows of `groups` rows (reduce.cu's
+//                             launch_cols_row_groups): each column's partials folded in order.
 //
 // Every reduction visits its elements in an order fixed by the launch shape, which depends only
 // on the problem shape and the device: the result is the same bits on every run.
@@ -767,6 +770,23 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         out[col] = static_cast<Out>(r.finish(acc[0]));
       }
     }
+  }
+}
+
+// The second launch of a column reduction over rows that are not whole 16-byte packs (reduce.cu's
+// launch_cols_row_groups): `partial` holds, for each outer index, `groups` rows of `inner`
+// results, one for each residue of the reduced index modulo `groups` (finished values of R);
+// out[o * inner + c] folds partial[o][0..groups)[c] in that order with R. One thread a column.
+template <typename Out, typename R>
+__global__ void fold_row_groups_kernel(const typename R::Value* __restrict__ partial, Out* __restrict__ out,
+                                       int64_t columns, int64_t inner, int groups, R r) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < columns; i += step) {
+    // partial[o][j][c] with o = i / inner, c = i - o * inner: o * (groups - 1) * inner + i + j * inner.
+    const typename R::Value* p = partial + (i / inner) * (groups - 1) * inner + i;
+    typename R::Acc acc = R::identity();
+    for (int j = 0; j < groups; ++j) acc = r.add(acc, p[j * inner]);
+    out[i] = static_cast<Out>(r.finish(acc));
   }
 }
 
