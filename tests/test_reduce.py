@@ -662,22 +662,29 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
         check_sum(x, 0, dtype=torch.float32)
 
 
-# Columns that are not whole 16-byte packs (CUDA: reduce.cu's launch_cols_row_groups): groups of
-# kVec / gcd(cols, kVec) rows (kVec = 16 / itemsize) make whole packs, the vectorized kernels
-# reduce the (rows / groups, groups * cols) view, and a second launch folds each column's partials
-# in order. Odd and even column counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an
-# outer index > 1), few and many reduced rows (one block's reach, the wave and streaming plans), a
-# row count no group size divides and a start off 16 bytes (the one-element kernel instead); NaN
-# and infinities in the first and last rows (the first and last group), negative columns, and the
-# same bits on every call. Automatically (1 to 3.5 MB and from 192 MB: most of these shapes take
-# the one-element kernel) and at every size (REDUCE_OPS_COLS_ROW_GROUPS=on).
+# Columns that are not whole 16-byte packs (CUDA). Row groups (reduce.cu's
+# launch_cols_row_groups): groups of kVec / gcd(cols, kVec) rows (kVec = 16 / itemsize) make whole
+# packs, the vectorized kernels reduce the (rows / groups, groups * cols) view, and a second
+# launch folds each column's partials in order; automatic at some sizes, at every size with
+# REDUCE_OPS_COLS_ROW_GROUPS=on ("on"). Elsewhere blocks as wide as the columns, one element a
+# thread (launch_cols_full_width; automatic up to 256 columns and 16 MB; "full": at every size up
+# to 1024 columns, row groups off; "fold3": their splits folded in groups of 3 segments), and
+# past that, or with both off ("one"), the one-element kernel's 32-lane tiles. Odd and even column counts (groups of 8, 4 and 2 in 16-bit types), a middle
+# dim (an outer index > 1), few and many reduced rows (no split; one block's reach, the wave and
+# streaming plans), a row count no group size divides and a start off 16 bytes; NaN and
+# infinities in the first and last rows (the first and last group), negative columns, and the
+# same bits on every call.
 @requires_cuda
-@pytest.mark.parametrize("mode", ["auto", "on"])
+@pytest.mark.parametrize("mode", ["auto", "on", "full", "fold3", "one"])
 @pytest.mark.parametrize("shape,dim", [((8192, 77), 0), ((4096, 197), 0), ((1024, 1002), 0), ((1024, 2052), 0),
-                                       ((3, 4096, 77), 1), ((64, 50257), 0), ((65536, 77), 0), ((8193, 77), 0)], ids=str)
+                                       ((3, 4096, 77), 1), ((64, 50257), 0), ((65536, 77), 0), ((8193, 77), 0),
+                                       ((16, 77), 0), ((2, 64, 197), 1)], ids=str)
 def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
-    if mode != "auto":
-        monkeypatch.setenv("REDUCE_OPS_COLS_ROW_GROUPS", mode)
+    full = {"REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
+    knobs = {"on": {"REDUCE_OPS_COLS_ROW_GROUPS": "on"}, "full": full, "fold3": {**full, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
+             "one": {"REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "off"}}.get(mode, {})
+    for name, value in knobs.items():
+        monkeypatch.setenv(name, value)
     x = make_input(shape, dtype, "cuda")
     check_sum(x, dim)
     check_amax(x, dim)

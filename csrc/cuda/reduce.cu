@@ -14,6 +14,8 @@
 //   stream many rounds a thread, the reduced dim split over up to one wave (split: at least 2)
 //   groups columns that are not whole 16-byte packs: rows taken a few at a time, as whole packs,
 //          then each column's partials folded (launch_cols_row_groups; automatic only, as few)
+//   full   columns that are not whole packs, no row groups: a block as wide as the columns, one
+//          element a thread (launch_cols_full_width; automatic only, as few)
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -393,6 +395,68 @@ constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 20;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 
+// Columns that are not whole packs, where row groups are not taken: reduce_cols_kernel<kVec = 1>
+// with one column tile, blockDim.x = the columns and up to kFullWidthRows rows of threads (within
+// 1024 threads), so that a block's rows of threads read consecutive rows, one contiguous span of
+// memory; the streaming shape's 32-lane tiles cut each row of 77 float32 columns into three
+// blocks' 128-byte pieces, the last of 13 lanes. The reduced dim is split in segments of whole
+// rounds (16 rows for each row of threads) over up to kFullWidthBlocksPerSM blocks an SM.
+// Automatic up to kFullWidthAutoCols columns and kFullWidthAutoBytes; REDUCE_OPS_COLS_FULL_WIDTH=on
+// takes it at any size up to kFullWidthCols columns, =off never. H200, us, eager launches, one
+// element a thread and row as before -> full width (h200_study/session51_cols.txt): float32 sum
+// 16384 x 77 (5 MB) 11.7 -> 10.2 (CUDA graph 8.65 -> 6.36), 8193 x 77 (no row group fits) 12.0 ->
+// 9.7, bfloat16 sum 65536 x 77 13.1 -> 12.3; 20-26 MB within 3% either way (float32 sum 32768 x
+// 197 16.7 -> 16.6, bfloat16 15.1 -> 15.5); 103 MB slower (131072 x 197 float32 sum 34.5 -> 38.4),
+// as 1002 columns (one row of 1002 threads: 4096 x 1002 float32 sum 11.1 -> 16.8). 4 or 16 rows of
+// threads moved no case by more than 0.5 us but 65536 x 77 float32 (4 rows: 14.9); 1, 2, 3, 8
+// and 16 blocks an SM were no faster than 4 anywhere but 1002 columns.
+constexpr int64_t kFullWidthCols = 1024;
+constexpr int64_t kFullWidthAutoCols = 256;
+constexpr int64_t kFullWidthAutoBytes = int64_t{16} << 20;
+constexpr int64_t kFullWidthBlocksPerSM = 4;
+constexpr int kFullWidthRows = 8;
+
+template <typename In, typename Out, typename R>
+bool launch_cols_full_width(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
+                            cudaStream_t stream) {
+  using Acc = typename R::Acc;
+  if (g.inner_stride != 1 || g.inner > kFullWidthCols) return false;
+  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+  const bool faster = g.inner <= kFullWidthAutoCols && bytes <= kFullWidthAutoBytes;
+  // One getenv, as launch_cols_row_groups.
+  if (faster ? env_equals("REDUCE_OPS_COLS_FULL_WIDTH", "off") : !env_equals("REDUCE_OPS_COLS_FULL_WIDTH", "on")) {
+    return false;
+  }
+  ColsLaunch l{static_cast<int>(g.inner), 1};
+  while (l.by < kFullWidthRows && l.bx * l.by * 2 <= 1024) l.by *= 2;
+  const auto kernel = reduce_cols_kernel<In, Out, R, 1>;
+  const int threads = l.bx * l.by;
+  const size_t smem = static_cast<size_t>(threads) * sizeof(Acc);
+  const int64_t per_sm = env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM",
+                                      std::min<int64_t>(resident_blocks(kernel, threads, smem), kFullWidthBlocksPerSM));
+  ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, 1, 1, g.reduced, 1, 1, 1};
+  const int64_t round_rows = static_cast<int64_t>(l.by) * 4 * kColsRound;
+  const int64_t rounds = ceil_div(g.reduced, round_rows);
+  a.chunk = std::min(ceil_div(g.outer * rounds, sm_count() * per_sm) * round_rows, g.reduced);
+  a.splits = ceil_div(g.reduced, a.chunk);
+  set_fold_groups(a, l.by);
+  if (cols_fold(a).counters > kMaxCounters) return false;
+  a.row_gap = l.by * a.reduced_stride;
+  ColsScratch<Acc> scratch{nullptr, nullptr};
+  at::Tensor partial, graph_owned;
+  if (a.splits > 1) {
+    const ColsFold fold = cols_fold(a);
+    partial = at::empty({fold.partial_rows * a.outer * a.inner * static_cast<int64_t>(sizeof(Acc))},
+                        xt.options().dtype(at::kByte));
+    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+    scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
+  }
+  kernel<<<grid_for(a.splits * a.outer), dim3(l.bx, l.by), smem, stream>>>(
+      xt.const_data_ptr<In>(), out_t.mutable_data_ptr<Out>(), a, scratch, r);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
 template <typename In, typename Out, typename R>
 bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream, const ForcedStrategy& forced) {
@@ -442,6 +506,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
     return;
   }
   if (!vectorize && !forced.any() && launch_cols_row_groups<In, Out>(xt, g, out_t, r, stream, forced)) return;
+  if (!vectorize && !forced.any() && launch_cols_full_width<In, Out>(xt, g, out_t, r, stream)) return;
   const int vec = vectorize ? kVec : 1;
   const auto kernel = vectorize ? reduce_cols_kernel<In, Out, R, kVec> : reduce_cols_kernel<In, Out, R, 1>;
   const size_t smem_per_thread = sizeof(Acc) * vec;
