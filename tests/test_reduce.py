@@ -678,7 +678,7 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
 @pytest.mark.parametrize("mode", ["auto", "on", "full", "fold3", "one"])
 @pytest.mark.parametrize("shape,dim", [((8192, 77), 0), ((4096, 197), 0), ((1024, 1002), 0), ((1024, 2052), 0),
                                        ((3, 4096, 77), 1), ((64, 50257), 0), ((65536, 77), 0), ((8193, 77), 0),
-                                       ((16, 77), 0), ((2, 64, 197), 1)], ids=str)
+                                       ((16, 77), 0), ((2, 64, 197), 1), ((2048, 197), 0)], ids=str)
 def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
     full = {"REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
     knobs = {"on": {"REDUCE_OPS_COLS_ROW_GROUPS": "on"}, "full": full, "fold3": {**full, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},

@@ -389,9 +389,14 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // bfloat16 amax 4096 x 197 11.3 -> 9.6); 206-412 MB 1.06-1.17x (bfloat16 sum 2048 x 50257 68.3 ->
 // 58.5, float32 amax 116.7 -> 101.0); between them 0.83-1.31x, mostly slower, the second launch
 // and the partials' round trip costing more than the packs save (bfloat16 amax 65536 x 77 12.1 ->
-// 14.6, float32 sum 256 x 50257 19.2 -> 21.6, 1024 x 1002 at 4.1 MB 10.7 -> 11.4). Under 1 MB
-// and from 52 to 205 MB not measured. REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
-constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 20;
+// 14.6, float32 sum 256 x 50257 19.2 -> 21.6, 1024 x 1002 at 4.1 MB 10.7 -> 11.4). From 52 to
+// 205 MB not measured. Under 1 MB (session 51, h200_study/session51_cols.txt): 2048 x 197
+// bfloat16 (0.8 MB) sum 9.7 -> 8.1 us, in a graph 6.11 -> 3.96, against the full-width blocks
+// (launch_cols_full_width) that took it; 1024 x 77 float32 (0.3 MB) 8.1 -> 7.8, graph 4.81 ->
+// 3.60, against the one-element kernel; at 0.16 MB (1024 x 77 bfloat16) a graph still gained
+// (4.27 -> 3.36) but eager launches lost (7.4 -> 8.0), hence the 256 KB bound.
+// REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
+constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 
