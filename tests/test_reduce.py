@@ -667,7 +667,7 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
 # packs, the vectorized kernels reduce the (rows / groups, groups * cols) view, and a second
 # launch folds each column's partials in order; automatic at some sizes, at every size with
 # REDUCE_OPS_COLS_ROW_GROUPS=on ("on"). Elsewhere blocks as wide as the columns, one element a
-# thread (launch_cols_full_width; automatic up to 256 columns and 16 MB; "full": at every size up
+# thread (launch_cols_full_width; automatic up to 128 columns and 16 MB; "full": at every size up
 # to 1024 columns, row groups off; "fold3": their splits folded in groups of 3 segments), and
 # past that, or with both off ("one"), the one-element kernel's 32-lane tiles. Odd and even column counts (groups of 8, 4 and 2 in 16-bit types), a middle
 # dim (an outer index > 1), few and many reduced rows (no split; one block's reach, the wave and

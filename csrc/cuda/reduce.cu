@@ -412,13 +412,14 @@ constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 // takes it at any size up to kFullWidthCols columns, =off never. H200, us, eager launches, one
 // element a thread and row as before -> full width (h200_study/session51_cols.txt): float32 sum
 // 16384 x 77 (5 MB) 11.7 -> 10.2 (CUDA graph 8.65 -> 6.36), 8193 x 77 (no row group fits) 12.0 ->
-// 9.7, bfloat16 sum 65536 x 77 13.1 -> 12.3; 20-26 MB within 3% either way (float32 sum 32768 x
-// 197 16.7 -> 16.6, bfloat16 15.1 -> 15.5); 103 MB slower (131072 x 197 float32 sum 34.5 -> 38.4),
-// as 1002 columns (one row of 1002 threads: 4096 x 1002 float32 sum 11.1 -> 16.8). 4 or 16 rows of
+// 9.7, bfloat16 sum 65536 x 77 13.1 -> 12.3. 197 columns (4 rows of 197 threads) gained nowhere:
+// 3-10% slower at 6.5-13 MB (section 8: float32 sum 16384 x 197 12.0 -> 13.3, bfloat16 11.4 ->
+// 12.2), within 3% at 26 MB; 103 MB slower (131072 x 197 float32 sum 34.5 -> 38.4), as 1002
+// columns (one row of 1002 threads: 4096 x 1002 float32 sum 11.1 -> 16.8). 4 or 16 rows of
 // threads moved no case by more than 0.5 us but 65536 x 77 float32 (4 rows: 14.9); 1, 2, 3, 8
 // and 16 blocks an SM were no faster than 4 anywhere but 1002 columns.
 constexpr int64_t kFullWidthCols = 1024;
-constexpr int64_t kFullWidthAutoCols = 256;
+constexpr int64_t kFullWidthAutoCols = 128;
 constexpr int64_t kFullWidthAutoBytes = int64_t{16} << 20;
 constexpr int64_t kFullWidthBlocksPerSM = 4;
 constexpr int kFullWidthRows = 8;
