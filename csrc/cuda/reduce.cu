@@ -274,6 +274,30 @@ struct ColsPlan {
   ColsLaunch l;
 };
 
+// Launches reduce_cols_kernel (`kernel`, kVec columns a thread) on `plan`: the block shape's row
+// gap, and with splits > 1 the partials and zeroed counters its folds need.
+template <typename In, typename Out, typename R, typename Kernel>
+void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out_t, ColsPlan plan, int vec,
+                      const R& r, cudaStream_t stream) {
+  using Acc = typename R::Acc;
+  ColsArgs& a = plan.a;
+  const ColsLaunch& l = plan.l;
+  a.row_gap = l.by * a.reduced_stride;
+  ColsScratch<Acc> scratch{nullptr, nullptr};
+  at::Tensor partial, graph_owned;
+  if (a.splits > 1) {
+    const ColsFold fold = cols_fold(a);
+    const int64_t columns = a.outer * a.inner;
+    partial = at::empty({fold.partial_rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+    scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
+  }
+  const size_t smem = static_cast<size_t>(l.bx) * l.by * vec * sizeof(Acc);
+  kernel<<<grid_for(a.splits * a.outer * a.tiles), dim3(l.bx, l.by), smem, stream>>>(
+      xt.const_data_ptr<In>(), out_t.mutable_data_ptr<Out>(), a, scratch, r);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // Latency first ("wave"): a thread reads one round of rows (kColsRound rows of its kVec columns,
 // all in flight at once), or two where one wave of blocks cannot hold one-round segments; as
 // many rows of threads per block as the reduced dim fills (up to 32), lanes across the columns
@@ -449,19 +473,7 @@ bool launch_cols_full_width(const at::Tensor& xt, const ReduceGeometry& g, const
   a.splits = ceil_div(g.reduced, a.chunk);
   set_fold_groups(a, l.by);
   if (cols_fold(a).counters > kMaxCounters) return false;
-  a.row_gap = l.by * a.reduced_stride;
-  ColsScratch<Acc> scratch{nullptr, nullptr};
-  at::Tensor partial, graph_owned;
-  if (a.splits > 1) {
-    const ColsFold fold = cols_fold(a);
-    partial = at::empty({fold.partial_rows * a.outer * a.inner * static_cast<int64_t>(sizeof(Acc))},
-                        xt.options().dtype(at::kByte));
-    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
-    scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
-  }
-  kernel<<<grid_for(a.splits * a.outer), dim3(l.bx, l.by), smem, stream>>>(
-      xt.const_data_ptr<In>(), out_t.mutable_data_ptr<Out>(), a, scratch, r);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, 1, r, stream);
   return true;
 }
 
@@ -537,21 +549,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
     plan = wave_plan(base, vec, resident);
   }
   if (!plan) plan = stream_plan(base, vec, stream_resident, forced.is("split"));
-  ColsArgs& a = plan->a;
-  const ColsLaunch& l = plan->l;
-  a.row_gap = l.by * a.reduced_stride;
-  ColsScratch<Acc> scratch{nullptr, nullptr};
-  at::Tensor partial, graph_owned;
-  if (a.splits > 1) {
-    const ColsFold fold = cols_fold(a);
-    const int64_t columns = g.outer * g.inner;
-    partial = at::empty({fold.partial_rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
-    scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
-  }
-  const int64_t grid = grid_for(a.splits * g.outer * a.tiles);
-  kernel<<<grid, dim3(l.bx, l.by), l.bx * l.by * smem_per_thread, stream>>>(x, out, a, scratch, r);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_cols_plan<In, Out>(kernel, xt, out_t, *plan, vec, r, stream);
 }
 
 }  // namespace
