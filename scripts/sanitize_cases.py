@@ -126,6 +126,31 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     ref_out = xs.double() / xs.double().abs().amax(-1, keepdim=True)
     reduce_ops.reduce_scale_(xs)
     check(f"reduce_scale_ smem offset {dtype}", xs, ref_out, tol)
+    # Peeled rows (unaligned, output on x's misalignment; float32 from 256 elements): the warp,
+    # block (registers, staged) and cluster_row kernels on rows of odd length, each row at its own
+    # misalignment; in place on rows off 16 bytes in their storage; the next row and its edges
+    # loaded ahead.
+    for strategy, hold, rows, cols in [("warp", "registers", 17, 77), ("warp", "registers", 17, 301),
+                                       ("warp", "registers", 9, 1021),
+                                       ("block", "registers", 9, 4099), ("block", "shared", 9, 4099),
+                                       ("cluster_row", "registers", 9, 4099), ("cluster_row", "registers", 5, 70001)]:
+        os.environ["REDUCE_OPS_STRATEGY"] = strategy
+        os.environ["REDUCE_OPS_BLOCK_HOLD"] = hold
+        check_row_ops(f"peeled {strategy} {hold} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+        xs = torch.randn(rows * cols + 3, device=dev, dtype=dtype)[3:].view(rows, cols)
+        ref_out = xs.double() / xs.double().abs().amax(-1, keepdim=True)
+        reduce_ops.reduce_scale_(xs)
+        check(f"reduce_scale_ peeled {strategy} {hold} offset {dtype}", xs, ref_out, tol)
+    os.environ.pop("REDUCE_OPS_BLOCK_HOLD")
+    os.environ["REDUCE_OPS_ROW_WAVES"] = "1"
+    os.environ["REDUCE_OPS_AHEAD"] = "registers"
+    os.environ["REDUCE_OPS_BLOCK_PACKS"] = "2"
+    for strategy, rows, cols in [("warp", 3000, 77), ("warp", 3000, 301), ("block", 600, 4099)]:
+        os.environ["REDUCE_OPS_STRATEGY"] = strategy
+        check_row_ops(f"peeled {strategy} ahead {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+    for name in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_BLOCK_PACKS"):
+        os.environ.pop(name)
+    os.environ["REDUCE_OPS_STRATEGY"] = "smem"
     os.environ["REDUCE_OPS_SMEM_LOAD"] = "packs"  # the middles by loads of packs (no bulk copy)
     check_row_ops(f"smem packs {dtype} 3x9001", 3, 9001, dtype, tol)
     os.environ.pop("REDUCE_OPS_SMEM_LOAD")

@@ -40,11 +40,17 @@ def runnable(op, cols, dtype, props):
     # The clusters stage packs in shared memory besides the registers: the forward's 16-byte
     # packs twice kMaxRegPacks a thread, the backward kMaxRegPacks of each row (out's in shared).
     cluster_packs = 8 if op == "softmax_backward" else 16
+    # The forward peels other rows of two packs or more (their aligned middles by packs; here
+    # the output is fresh, so it lies on x's misalignment): the warp, block and cluster_row
+    # kernels take them, unless REDUCE_OPS_ROW_PEEL=off (a --variant).
+    peeled = not aligned and cols >= 2 * vec and op != "softmax_backward" and os.environ.get("REDUCE_OPS_ROW_PEEL") != "off"
+    if peeled:
+        packs = cols // vec
     ok = {
         "warp": packs <= 32 * packs_per_thread,
-        "block": aligned and packs <= packs_per_thread * 1024,
+        "block": (aligned or peeled) and packs <= packs_per_thread * 1024,
         # One cluster per row, 16 blocks x 256 threads x 64 values at most (the forward only).
-        "cluster_row": aligned and props.major >= 9 and op != "softmax_backward" and cols <= 16 * 256 * 64,
+        "cluster_row": (aligned or peeled) and props.major >= 9 and op != "softmax_backward" and cols <= 16 * 256 * 64,
         "cluster": aligned and props.major >= 9 and packs <= 16 * cluster_packs * 1024,
         "smem": rows_on_chip * cols * elt <= smem_limit,
         "split": True,

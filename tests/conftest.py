@@ -514,6 +514,50 @@ def unaligned_rows(case, dtype):
 UNALIGNED_ROW_CASES = ["short", "odd", "offset", "many"]
 
 
+# Rows that are not whole 16-byte packs but lie in y as in x (a fresh output of x's shape, or x
+# itself): the register kernels take them "peeled", their 16-byte-aligned middles by packs and
+# their heads and tails an element a thread (row_norm.cuh's RowPacks / RowEdges). Every length is
+# odd, so consecutive rows start at every misalignment (48 rows: every misalignment with each of
+# peeled_edge_rows' six kinds); (strategy, shape) pairs reach each register kernel: the warp
+# kernel at 2 packs and from 16 lanes down to 4 (16-bit rows: float32 rows under 256 elements
+# are not peeled), blocks in registers and staged, cluster_row on rows a few warps long (blocks
+# holding nothing) and at 16 blocks. "auto" forces nothing.
+PEELED_ROW_CASES = [("warp", (48, 17)), ("warp", (48, 33)), ("warp", (48, 77)), ("warp", (48, 257)),
+                    ("warp", (48, 1021)),
+                    ("block", (48, 1021)), ("block", (48, 4099)), ("block-staged", (48, 4099)),
+                    ("block", (48, 50257)), ("block-staged", (48, 50257)),
+                    ("cluster_row", (48, 77)), ("cluster_row", (48, 4099)), ("cluster_row", (48, 70001)),
+                    ("auto", (48, 197)), ("auto", (48, 70001)), ("auto", (8, 262147))]
+
+
+def peeled_edge_rows(x, big):
+    """x with each row's first or last element (its head or tail, where the row is misaligned)
+    made special, by row % 6: `big` first, -`big` last, NaN first, NaN last, every other element
+    -inf but the first (0), +inf last."""
+    for r in range(x.shape[0]):
+        kind = r % 6
+        if kind == 0:
+            x[r, 0] = big
+        elif kind == 1:
+            x[r, -1] = -big
+        elif kind == 2:
+            x[r, 0] = float("nan")
+        elif kind == 3:
+            x[r, -1] = float("nan")
+        elif kind == 4:
+            x[r] = float("-inf")
+            x[r, 0] = 0.0
+        else:
+            x[r, -1] = float("inf")
+    return x
+
+
+# The peeled rows' next row loaded ahead (REDUCE_OPS_AHEAD, conftest.force_several_rows_per_block),
+# its edges with it: the warp kernel at 1-2 packs a lane, blocks forced to 2 packs a thread
+# (REDUCE_OPS_BLOCK_PACKS); many rows a group or block.
+PEELED_NEXT_ROW_CASES = [("warp", (20000, 77)), ("warp", (5000, 257)), ("warp", (5000, 301)), ("block", (1500, 4099))]
+
+
 def force_several_rows_per_block(monkeypatch, strategy, ahead):
     force_row_strategy(monkeypatch, strategy)
     monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)

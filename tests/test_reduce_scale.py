@@ -19,7 +19,17 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
-from conftest import SMEM_48_KB_CASES, UNALIGNED_ROW_CASES, requires_cuda, row_count, strided_tensors, unaligned_rows  # noqa: E402
+from conftest import (  # noqa: E402
+    PEELED_NEXT_ROW_CASES,
+    PEELED_ROW_CASES,
+    SMEM_48_KB_CASES,
+    UNALIGNED_ROW_CASES,
+    peeled_edge_rows,
+    requires_cuda,
+    row_count,
+    strided_tensors,
+    unaligned_rows,
+)
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -431,6 +441,52 @@ def test_reduce_scale_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, 
         check_reduce_scale(x)
         check_reduce_scale(x, eps=1e-3)
         check_reduce_scale_(x)  # x itself: a copy would be laid out afresh
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("strategy,shape", PEELED_ROW_CASES, ids=str)
+def test_reduce_scale_peeled_rows(monkeypatch, dtype, strategy, shape):
+    # conftest.PEELED_ROW_CASES: unaligned rows in the register kernels, the absmax or a NaN in
+    # their heads and tails; in place too, where x's rows are their own output.
+    if strategy != "auto":
+        force_row_strategy(monkeypatch, strategy)
+    x = make_input(shape, dtype, "cuda")
+    check_reduce_scale(x)
+    check_reduce_scale_(x.clone())
+    x = peeled_edge_rows(make_input(shape, dtype, "cuda"), 1000.0)
+    check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone(), eps=1e-3)
+    # In place on rows that start off 16 bytes in their storage: peeled, where the out-of-place
+    # op's fresh output lies otherwise than x and takes the element kernels.
+    flat = make_input((shape[0] * shape[1] + 3,), dtype, "cuda")
+    check_reduce_scale_(flat[3:].view(shape))
+    base = make_input((shape[0], shape[1] + 5), dtype, "cuda")
+    check_reduce_scale_(base[:, 1 : shape[1] + 1])
+
+
+@requires_cuda
+@pytest.mark.parametrize("ahead", ["none", "registers"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("strategy,shape", PEELED_NEXT_ROW_CASES, ids=str)
+def test_reduce_scale_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
+    force_several_rows_per_block(monkeypatch, strategy, ahead)
+    monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "2")
+    x = peeled_edge_rows(make_input(shape, dtype, "cuda"), 1000.0)
+    check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone())
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_reduce_scale_peeled_rows_match_the_element_kernels(monkeypatch, dtype):
+    # Peeled and not (REDUCE_OPS_ROW_PEEL=off): the same bits (one max, one scaling per value).
+    x = peeled_edge_rows(make_input((48, 4099), dtype, "cuda"), 1000.0)
+    out, scale = reduce_ops.reduce_scale(x)
+    monkeypatch.setenv("REDUCE_OPS_ROW_PEEL", "off")
+    ref_out, ref_scale = reduce_ops.reduce_scale(x)
+    assert_exactly_equal(out, ref_out)
+    assert_exactly_equal(scale, ref_scale)
 
 
 # "cluster_row" on more blocks than the row needs (test_softmax.py's case): blocks with no values.

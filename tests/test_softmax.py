@@ -19,7 +19,16 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import INNER_STRATEGIES, force_inner_strategy  # noqa: E402
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
-from conftest import SMEM_48_KB_CASES, UNALIGNED_ROW_CASES, row_count, strided_tensors, unaligned_rows  # noqa: E402
+from conftest import (  # noqa: E402
+    PEELED_NEXT_ROW_CASES,
+    PEELED_ROW_CASES,
+    SMEM_48_KB_CASES,
+    UNALIGNED_ROW_CASES,
+    peeled_edge_rows,
+    row_count,
+    strided_tensors,
+    unaligned_rows,
+)
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
                40000, 70000, 300007]
@@ -446,6 +455,46 @@ def test_softmax_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, load)
         check_softmax(special_rows(x), -1)  # in x itself: a copy would be laid out afresh
         if dtype in (torch.bfloat16, torch.float16):
             check_softmax(x, -1, dtype=torch.float32)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("strategy,shape", PEELED_ROW_CASES, ids=str)
+def test_softmax_peeled_rows(monkeypatch, dtype, strategy, shape):
+    # conftest.PEELED_ROW_CASES: unaligned rows in the register kernels, special values in their
+    # heads and tails, the max subtracted, exps down to subnormals.
+    if strategy != "auto":
+        force_row_strategy(monkeypatch, strategy)
+    check_softmax(make_input(shape, dtype, "cuda"), -1)
+    check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
+    check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
+    check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
+    # A row whose only values above e^-100 of its max are its edges.
+    x = (-100.0 * torch.rand(shape, device="cuda")).to(dtype)
+    x[:, 0] = 0.0
+    x[:, -1] = -1.0
+    check_softmax(x, -1)
+
+
+@requires_cuda
+@pytest.mark.parametrize("ahead", ["none", "registers"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("strategy,shape", PEELED_NEXT_ROW_CASES, ids=str)
+def test_softmax_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
+    force_several_rows_per_block(monkeypatch, strategy, ahead)
+    monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "2")
+    check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
+
+
+@requires_cuda
+@pytest.mark.parametrize("peel", ["auto", "off"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_softmax_unaligned_rows_peeled_or_not(monkeypatch, peel, dtype):
+    # The automatic choice on rows of every length class, peeled or (REDUCE_OPS_ROW_PEEL=off) by
+    # the element kernels as before.
+    monkeypatch.setenv("REDUCE_OPS_ROW_PEEL", peel)
+    for shape in [(48, 17), (48, 197), (48, 4099), (48, 50257), (4, 262147)]:
+        check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
 
 
 # "cluster_row" on more blocks than the row needs (REDUCE_OPS_CLUSTER): each block's share over

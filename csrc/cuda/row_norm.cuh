@@ -26,6 +26,10 @@
 //                             ("split") several blocks per row write partial statistics, then
 //                             each block combines its row's partials and writes its segment:
 //                             two reads, one write; any row length, whole GPU busy on one row.
+//
+// The warp, block (kCluster = false) and cluster_row kernels also take unaligned rows "peeled"
+// (kPeeled): each row's 16-byte-aligned middle by packs, its head and tail an element a thread
+// (RowPacks, RowEdges).
 #pragma once
 
 #include <c10/util/BFloat16.h>
@@ -295,6 +299,105 @@ struct NextRow {
   }
 };
 
+// Elements between the 16-byte boundary at or before p and p (p is aligned to its element).
+template <typename T>
+__device__ __forceinline__ int misaligned_elements(const T* p) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / sizeof(T));
+}
+
+// Elements at p before its first 16-byte boundary, at most n.
+template <typename T>
+__device__ __forceinline__ int64_t elements_to_16_bytes(const T* p, int64_t n) {
+  constexpr int kV = kMaxVec<T>;
+  const int64_t before = (kV - misaligned_elements(p)) % kV;
+  return n < before ? n : before;
+}
+
+// Where a row's packs lie. Aligned rows (kPeeled false; the launcher guarantees cols % kVec == 0
+// and rows starting on a whole pack): from the row's first element, cols / kVec packs. Peeled
+// rows (kPeeled: rows that are not whole 16-byte packs or do not start on a 16-byte boundary,
+// 16-byte packs, y's rows on x's misalignment, cols >= 2 x kVec, all checked by the launcher):
+// the row's 16-byte-aligned middle, from its first 16-byte boundary (`head` elements in), as
+// (cols - head) / kVec whole packs; the head and the tail after the last pack (under kVec
+// elements each) are the row's edges (RowEdges). Pack q of the row is at row + head + q * kVec
+// in x and in y.
+template <typename In, int kVec, bool kPeeled>
+struct RowPacks {
+  int head;  // elements before the first pack: 0 unless kPeeled
+  int packs;
+  __device__ __forceinline__ RowPacks(const In* row, int64_t cols) {
+    if constexpr (kPeeled) {
+      static_assert(kVec * sizeof(In) == 16, "peeled rows: 16-byte packs");
+      head = static_cast<int>(elements_to_16_bytes(row, cols));
+      packs = static_cast<int>((cols - head) / kVec);
+    } else {
+      head = 0;
+      packs = static_cast<int>(cols / kVec);
+    }
+  }
+};
+
+// A thread's share of a peeled row's edges (RowPacks): its head [0, head) and tail [head + packs x
+// kVec, cols), at most 2 x kVec - 2 elements, numbered head first, the thread `at` of the `width`
+// holding the row holds edges at + i x width (i < kSlots; width x kSlots >= 2 x kVec - 2; an
+// `at` of 2 x kVec or more holds none, as in a cluster's blocks past the first). Loaded
+// where the row's packs are, folded into the row's max (and min), summed, written: an element
+// a thread, so no access leaves the row. Nothing, and no registers, unless kPeeled.
+template <typename In, typename Acc, typename Policy, int kSlots, bool kPeeled>
+struct RowEdges {
+  static constexpr int kN = kPeeled ? kSlots : 0;
+  int col[kN > 0 ? kN : 1];    // the element, -1 for none
+  In raw[kN > 0 ? kN : 1];     // x there
+  Acc t[kN > 0 ? kN : 1];      // softmax: exp(x - stat), once summed
+
+  template <int kVec>
+  __device__ __forceinline__ void load(const In* row, const RowPacks<In, kVec, kPeeled>& at, int64_t cols, int index,
+                                       int width) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int tail = at.head + at.packs * kVec;
+      const int e = index + i * width;
+      col[i] = e < at.head ? e : (e - at.head < cols - tail ? tail + (e - at.head) : -1);
+      if (col[i] >= 0) raw[i] = row[col[i]];
+    }
+  }
+  // No edges (a row past the last, or a thread that holds none of it).
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) col[i] = -1;
+  }
+  template <typename Fold>
+  __device__ __forceinline__ void fold(Fold& f) const {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (col[i] >= 0) f.add(static_cast<Acc>(raw[i]));
+    }
+  }
+  // Softmax: exp(x - stat) of each edge, kept for the write, and their sum.
+  template <bool kNormal>
+  __device__ __forceinline__ Acc sum(Acc stat) {
+    Acc s = Acc(0);
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (col[i] >= 0) {
+        t[i] = Policy::template transform<kNormal>(static_cast<Acc>(raw[i]), stat);
+        s += t[i];
+      }
+    }
+    return s;
+  }
+  // y's edges: finish(exp(x - stat)) as summed (softmax), finish(x) (ReduceScale).
+  template <typename Out, typename Finish>
+  __device__ __forceinline__ void store(Out* row, const Finish& finish, Acc stat) const {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (col[i] >= 0) {
+        row[col[i]] = static_cast<Out>(finish(Policy::kNeedsSum ? t[i] : Policy::transform(static_cast<Acc>(raw[i]), stat)));
+      }
+    }
+  }
+};
+
 // Runs body(std::true_type) where `normal` holds (every exp this thread is about to take is of
 // a normal result: Policy::exp_is_normal over its values' min and the max subtracted), else
 // body(std::false_type); the flag is per thread, so a thread with a wide range of values costs
@@ -306,24 +409,44 @@ __device__ __forceinline__ void with_exp_mode(bool normal, Body body) {
 }
 
 // Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
-// the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth>
+// the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out;
+// kPeeled rows hold their aligned middle so (RowPacks) and their edges an element a lane
+// (RowEdges).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
+          bool kPeeled = false>
 __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
                                      Policy policy) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
+  using Packs = RowPacks<In, kVec, kPeeled>;
+  using Edges = RowEdges<In, Acc, Policy, (2 * kVec - 2 + kWidth - 1) / kWidth, kPeeled>;
   const int lane = threadIdx.x % kWidth;
   const int64_t groups_per_block = blockDim.x / kWidth;
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
   const int64_t row_step = gridDim.x * groups_per_block;
-  // The group's next row is loaded into registers while this one is reduced and written.
+  // The group's next row is loaded into registers while this one is reduced and written (its
+  // edges too).
   constexpr Ahead kAhead = kWarpAhead<In, kVec, kPacks>;
   NextRow<In, kVec, kPacks, kAhead> next{lane, kWidth, static_cast<int>((g.cols + kVec - 1) / kVec), nullptr, nullptr};
-  auto row_ptr = [&](int64_t row) { return row < g.rows ? x + row * g.x_row_stride : nullptr; };
+  Edges next_edges;
+  auto load_next = [&](int64_t row) {
+    if (row >= g.rows) return;
+    const In* xr = x + row * g.x_row_stride;
+    const Packs at(xr, g.cols);
+    next.packs = at.packs;
+    next.load(xr + at.head);
+    next_edges.load(xr, at, g.cols, lane, kWidth);
+  };
   const int64_t first_row = blockIdx.x * groups_per_block + threadIdx.x / kWidth;
-  next.load(row_ptr(first_row));
+  if constexpr (kAhead != Ahead::kNone) load_next(first_row);
   for (int64_t row = first_row; row - group_in_warp < g.rows; row += row_step) {
     const bool row_ok = row < g.rows;
-    auto in_row = [&](int p) { return row_ok && (static_cast<int64_t>(p) * kWidth + lane) * kVec < g.cols; };
+    const In* xr = x + (row_ok ? row : 0) * g.x_row_stride;
+    const Packs at(xr, g.cols);
+    auto in_row = [&](int p) { return row_ok && p * kWidth + lane < at.packs; };
+    Edges edges;
+    if constexpr (kAhead != Ahead::kNone) edges = next_edges;
+    else edges.load(xr, at, g.cols, lane, kWidth);
+    if (!row_ok) edges.clear();
     Acc v[kPacks][kVec];
     MaxFold<In, Acc, Policy> fold;
 #pragma unroll
@@ -335,7 +458,7 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
           for (int k = 0; k < kVec; ++k) v[p][k] = w.template get<Acc>(k);
         } else {
           In raw[kVec];
-          load_pack<In, kVec>(x + row * g.x_row_stride + (static_cast<int64_t>(p) * kWidth + lane) * kVec, raw);
+          load_pack<In, kVec>(xr + at.head + (p * kWidth + lane) * kVec, raw);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) v[p][k] = static_cast<Acc>(raw[k]);
         }
@@ -355,7 +478,8 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
         }
       }
     }
-    next.load(row_ptr(row + row_step));
+    edges.fold(fold);
+    if constexpr (kAhead != Ahead::kNone) load_next(row + row_step);
     const Acc lo = fold.min();  // softmax: this lane's min (with_exp_mode)
     Acc m = warp_all_reduce<kWidth>(fold.max(), MaxOp<Acc>());
     const Acc stat = policy.stat(m);
@@ -365,8 +489,7 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
       with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
 #pragma unroll
         for (int p = 0; p < kPacks; ++p) {
-          const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-          if (row_ok && col < g.cols) {
+          if (in_row(p)) {
 #pragma unroll
             for (int k = 0; k < kVec; ++k) {
               v[p][k] = Policy::template transform<decltype(normal)::value>(v[p][k], stat);
@@ -374,24 +497,26 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
             }
           }
         }
+        s += edges.template sum<decltype(normal)::value>(stat);
       });
       sum = warp_all_reduce<kWidth>(s, SumOp<Acc>());
     }
     if (!row_ok) continue;
     const auto finish = policy.finisher(stat, sum);
+    Out* yr = y + row * g.y_row_stride;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-      if (col < g.cols) {
+      if (in_row(p)) {
         Acc o[kVec];
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           const Acc t = Policy::kNeedsSum ? v[p][k] : Policy::transform(v[p][k], stat);
           o[k] = finish(t);
         }
-        store_pack<Out, Acc, kVec>(y + row * g.y_row_stride + col, o);
+        store_pack<Out, Acc, kVec>(yr + at.head + (p * kWidth + lane) * kVec, o);
       }
     }
+    edges.store(yr, finish, stat);
     if (lane == 0) policy.write_stat(row, stat);
   }
 }
@@ -523,12 +648,17 @@ __device__ __forceinline__ void stagger_cluster_start(const RowShare<kCluster>& 
 // first + (kPacks + p) * blockDim.x), so a cluster needs half the blocks and each SM moves twice
 // the bytes per cluster barrier (softmax_backward_regs_kernel's kOutShared, for one row); blocks
 // without clusters (C = 1) use it to hold a row in half the threads, so that two share an SM.
+// kPeeled (no clusters, no Ahead::kShared): the row's aligned middle laid out so (RowPacks), its
+// edges an element a thread of the first 2 x kVec - 2 (RowEdges), loaded with the packs.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
-          Ahead kAhead = Ahead::kNone, bool kStaged = false>
+          Ahead kAhead = Ahead::kNone, bool kStaged = false, bool kPeeled = false>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                              RowGeometry g, Policy policy, unsigned stagger_ns) {
   static_assert(!(kStaged && kAhead == Ahead::kShared), "one use of the shared memory at a time");
+  static_assert(!kPeeled || (!kCluster && kAhead != Ahead::kShared), "peeled rows: blocks without a shared ring");
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
+  using Packs = RowPacks<In, kVec, kPeeled>;
+  using Edges = RowEdges<In, Acc, Policy, 1, kPeeled>;
   // The block's partial published to the cluster, by row parity (see cluster_all_reduce): its max,
   // or for softmax its (max, sum of exp(x - max)).
   __shared__ std::conditional_t<Policy::kNeedsSum, RowPartial<Acc>, Acc> exchange[2];
@@ -538,24 +668,39 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
   const auto share = RowShare<kCluster>::template of<kStaged ? 2 * kPacks : kPacks>();
   const int rank = share.rank, first = share.first;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 16 packs.
-  const int packs = static_cast<int>(g.cols / kVec);
-  NextRow<In, kVec, kPacks, kAhead> next{first, static_cast<int>(blockDim.x), packs, reinterpret_cast<In*>(stage_raw),
-                                         &arrival};
+  const int all_packs = static_cast<int>(g.cols / kVec);
+  NextRow<In, kVec, kPacks, kAhead> next{first, static_cast<int>(blockDim.x), all_packs,
+                                         reinterpret_cast<In*>(stage_raw), &arrival};
   // kStaged: the current row's second half (NextRow as a one-stage ring, loaded at the row's start).
   NextRow<In, kVec, kPacks, kStaged ? Ahead::kShared : Ahead::kNone> staged{
-      first + kPacks * static_cast<int>(blockDim.x), static_cast<int>(blockDim.x), packs,
+      first + kPacks * static_cast<int>(blockDim.x), static_cast<int>(blockDim.x), all_packs,
       reinterpret_cast<In*>(stage_raw), &arrival};
-  auto row_ptr = [&](int64_t row) { return row < g.rows ? x + row * g.x_row_stride : nullptr; };
+  // Row `row`'s packs into `ring` (nothing past the last row); kPeeled: its edges into `edges`.
+  Edges next_edges;
+  auto load_row = [&](auto& ring, int64_t row, Edges* edges) {
+    if (row >= g.rows) return ring.load(nullptr);
+    const In* xr = x + row * g.x_row_stride;
+    const Packs at(xr, g.cols);
+    ring.packs = at.packs;
+    ring.load(xr + at.head);
+    if (edges != nullptr) edges->load(xr, at, g.cols, rank == 0 ? static_cast<int>(threadIdx.x) : kVec * 2, blockDim.x);
+  };
   next.init();
   staged.init();
-  next.load(row_ptr(share.first_row()));
-  // Whether this thread's staged pack p is in the row.
-  auto staged_ok = [&](int p) { return first + (kPacks + p) * static_cast<int>(blockDim.x) < packs; };
+  load_row(next, share.first_row(), kAhead == Ahead::kRegisters ? &next_edges : nullptr);
   int parity = 0;
   stagger_cluster_start(share, stagger_ns);
   for (int64_t row = share.first_row(); row < g.rows; row += share.row_step()) {
+    const In* xr = x + row * g.x_row_stride;
+    const Packs at(xr, g.cols);
+    const int packs = at.packs;
+    // Whether this thread's staged pack p is in the row.
+    auto staged_ok = [&](int p) { return first + (kPacks + p) * static_cast<int>(blockDim.x) < packs; };
     Fragment f;
-    if constexpr (kStaged) staged.load(row_ptr(row));  // the copy flies while the registers load
+    Edges edges;
+    if constexpr (kAhead != Ahead::kNone) edges = next_edges;
+    if constexpr (kStaged) load_row(staged, row, nullptr);  // the copy flies while the registers load
+    if constexpr (kAhead == Ahead::kNone) edges.load(xr, at, g.cols, rank == 0 ? static_cast<int>(threadIdx.x) : kVec * 2, blockDim.x);
     next.wait();
     // Every load issued before the first is used (one loop each: folded in the loading loop,
     // ptxas waited for each pack before loading the next). Words widened as they arrive (16-bit
@@ -568,10 +713,10 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if constexpr (kUnguarded) {
-        f.load(p, x + row * g.x_row_stride + (q < packs ? q : 0) * kVec);
+        f.load(p, xr + at.head + (q < packs ? q : 0) * kVec);
       } else if (q < packs) {
         if constexpr (kAhead != Ahead::kNone) f.take(p, next.take(p));
-        else f.load(p, x + row * g.x_row_stride + q * kVec);
+        else f.load(p, xr + at.head + q * kVec);
       }
     }
     // From the prefetched words while they are still held (they become the next row's after the
@@ -591,13 +736,14 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
         if (staged_ok(p)) fold.add(staged.take(p));
       }
     }
+    edges.fold(fold);
     Acc m = fold.max();
     const Acc lo = fold.min();  // softmax: this thread's min (with_exp_mode)
     // The next row's loads: into registers as soon as f holds this row's values, into shared
     // memory once every thread has passed the barrier after its reads (see NextRow).
-    if constexpr (kAhead == Ahead::kRegisters) next.load(row_ptr(row + share.row_step()));
+    if constexpr (kAhead == Ahead::kRegisters) load_row(next, row + share.row_step(), &next_edges);
     m = block_all_reduce(m, MaxOp<Acc>());
-    if constexpr (kAhead == Ahead::kShared) next.load(row_ptr(row + share.row_step()));
+    if constexpr (kAhead == Ahead::kShared) load_row(next, row + share.row_step(), nullptr);
     // A cluster's blocks meet once per row: ReduceScale's blocks on the row max; softmax's on
     // (max, sum) pairs, each block summing exp(x - its own max) first (online softmax), its
     // values then rescaled by exp(its max - the row's): one cluster barrier per row instead of
@@ -620,6 +766,7 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
             }
           }
         }
+        sum += edges.template sum<decltype(normal)::value>(stat);
         if constexpr (kStaged) {  // summed only: the write takes exp of these again
 #pragma unroll
           for (int p = 0; p < kPacks; ++p) {
@@ -657,10 +804,11 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
             else t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
             o[k] = finish(t);
           }
-          store_pack<Out, Acc, kVec>(yr + q * kVec, o);
+          store_pack<Out, Acc, kVec>(yr + at.head + q * kVec, o);
         }
       }
     });
+    edges.store(yr, finish, stat);
     if constexpr (kStaged) {
       with_exp_mode(Policy::kNeedsSum && Policy::exp_is_normal(lo, stat), [&](auto normal) {
 #pragma unroll
@@ -672,7 +820,7 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
             for (int k = 0; k < kVec; ++k) {
               o[k] = finish(Policy::template transform<decltype(normal)::value>(w.template get<Acc>(k), stat));
             }
-            store_pack<Out, Acc, kVec>(yr + (first + (kPacks + p) * static_cast<int>(blockDim.x)) * kVec, o);
+            store_pack<Out, Acc, kVec>(yr + at.head + (first + (kPacks + p) * static_cast<int>(blockDim.x)) * kVec, o);
           }
         }
       });
@@ -721,8 +869,9 @@ template <typename Acc, typename Policy>
 using ClusterRowPartial = std::conditional_t<Policy::kNeedsSum, RowPartial<Acc>, Acc>;
 
 // One block's share of the cluster_row kernel; kAllIn: every pack of the share lies in the row,
-// so none needs a guard.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kAllIn>
+// so none needs a guard. kPeeled: the row's aligned middle laid out so (RowPacks), its edges an
+// element a thread of the first block's first 2 x kVec - 2 (RowEdges).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kAllIn, bool kPeeled>
 __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out* __restrict__ y, const RowGeometry& g,
                                                   const Policy& policy, ClusterRowPartial<Acc, Policy>* slots,
                                                   uint64_t* arrival) {
@@ -736,7 +885,9 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
   const int64_t row = share.first_row();
   const int threads = static_cast<int>(blockDim.x), warps = threads / kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize, lane = static_cast<int>(threadIdx.x) % kWarpSize;
-  const int packs = static_cast<int>(g.cols / kVec);
+  const In* xr = x + row * g.x_row_stride;
+  const RowPacks<In, kVec, kPeeled> at(xr, g.cols);
+  const int packs = at.packs;
   const auto in_row = [&](int p) { return kAllIn || first + p * threads < packs; };
   if (threadIdx.x == 0) {
     mbarrier_init(arrival);
@@ -749,13 +900,14 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
   // row's first pack instead and is never used. (Guarded, each 16-bit pack's widening waited for
   // its load inside the branch: one pack in flight at a time, bfloat16 1024 x 262144 softmax at
   // 56% of copy.)
-  const In* xr = x + row * g.x_row_stride;
   PackWords<In, kVec> raw[kPacks];
   const auto load = [&] {
 #pragma unroll
-    for (int p = 0; p < kPacks; ++p) raw[p].load(xr + (in_row(p) ? first + p * threads : 0) * kVec);
+    for (int p = 0; p < kPacks; ++p) raw[p].load(xr + at.head + (in_row(p) ? first + p * threads : 0) * kVec);
   };
   load();
+  RowEdges<In, Acc, Policy, 1, kPeeled> edges;
+  edges.load(xr, at, g.cols, rank == 0 ? static_cast<int>(threadIdx.x) : 2 * kVec, threads);
   // 16-bit packs fold as loaded, two values per instruction, before they are widened.
   MaxFold<In, Acc, Policy> fold;
   if constexpr (sizeof(In) < 4) {
@@ -773,6 +925,7 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
       if (in_row(p)) f.fold(p, fold);
     }
   }
+  edges.fold(fold);
   const Acc m = fold.max();
   Partial mine;
   if constexpr (kOnline) {
@@ -791,6 +944,7 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
           }
         }
       }
+      sum += edges.template sum<decltype(normal)::value>(stat);
     };
     if (Policy::exp_is_normal(fold.min(), stat)) {
       exps(std::true_type{});
@@ -828,9 +982,10 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
       Acc o[kVec];
 #pragma unroll
       for (int k = 0; k < kVec; ++k) o[k] = finish(kOnline ? f.get(p, k) : Policy::transform(f.get(p, k), stat));
-      store_pack<Out, Acc, kVec>(yr + (first + p * threads) * kVec, o);
+      store_pack<Out, Acc, kVec>(yr + at.head + (first + p * threads) * kVec, o);
     }
   }
+  edges.store(yr, finish, stat);
   if (rank == 0 && threadIdx.x == 0) policy.write_stat(row, stat);
 }
 
@@ -841,7 +996,8 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
 // 4096 x 50000 3420 -> 3635; but float32 softmax 3608 -> 3732 on the first and 84-115 GB/s lost
 // on the other three and 8192 x 20000, float32 ReduceScale -28 to +76, bfloat16 ReduceScale
 // 4066 -> 3572 at 1000 x 200000.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kWhole>
+// kPeeled: rows not whole 16-byte packs (cluster_row_share); never kWhole.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kWhole, bool kPeeled = false>
 __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
     row_norm_cluster_row_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g, Policy policy) {
   static_assert(std::is_same_v<Acc, float>, "pairs of 32-bit words between blocks");
@@ -851,11 +1007,13 @@ __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
   // Slot (warp, rank) holds that warp of block `rank`'s partial.
   __shared__ Partial slots[kClusterRowThreads / kWarpSize * kClusterRowMaxBlocks];
   __shared__ uint64_t arrival;
+  static_assert(!(kWhole && kPeeled), "a peeled row's packs are not whole");
   const int end = (static_cast<int>(cluster_block_rank()) + 1) * kPacks * static_cast<int>(blockDim.x);
-  if (kWhole || (kTwoCopies && end <= g.cols / kVec)) {
-    cluster_row_share<In, Out, Acc, Policy, kVec, true>(x, y, g, policy, slots, &arrival);
+  const int packs = RowPacks<In, kVec, kPeeled>(x + blockIdx.x / cluster_blocks() * g.x_row_stride, g.cols).packs;
+  if (kWhole || (kTwoCopies && end <= packs)) {
+    cluster_row_share<In, Out, Acc, Policy, kVec, true, kPeeled>(x, y, g, policy, slots, &arrival);
   } else {
-    cluster_row_share<In, Out, Acc, Policy, kVec, false>(x, y, g, policy, slots, &arrival);
+    cluster_row_share<In, Out, Acc, Policy, kVec, false, kPeeled>(x, y, g, policy, slots, &arrival);
   }
 }
 
@@ -913,20 +1071,6 @@ __global__ void __launch_bounds__(1024) row_norm_smem_kernel(const In* __restric
     }
     if (threadIdx.x == 0) policy.write_stat(row, stat);
   }
-}
-
-// Elements between the 16-byte boundary at or before p and p (p is aligned to its element).
-template <typename T>
-__device__ __forceinline__ int misaligned_elements(const T* p) {
-  return static_cast<int>(reinterpret_cast<uintptr_t>(p) % 16 / sizeof(T));
-}
-
-// Elements at p before its first 16-byte boundary, at most n.
-template <typename T>
-__device__ __forceinline__ int64_t elements_to_16_bytes(const T* p, int64_t n) {
-  constexpr int kV = kMaxVec<T>;
-  const int64_t before = (kV - misaligned_elements(p)) % kV;
-  return n < before ? n : before;
 }
 
 // The element of a row's head [0, head) or tail [tail, cols) (each under kV elements) that this

@@ -24,7 +24,7 @@ namespace {
 //   "warp"     rows of at most kMaxWarpPacks packs per lane x 32 lanes, in registers.
 //   "block"    one block per row, the row in registers and, for rows that would need a block of
 //              more than 512 threads (16-byte packs, sm_90+), half of each thread's share in shared
-//              memory (aligned rows only).
+//              memory.
 //   "cluster_row"
 //              a thread block cluster per row, a cluster for every row at once (not persistent),
 //              the row in the blocks' registers; the blocks meet through each other's shared
@@ -37,6 +37,10 @@ namespace {
 //   "smem"     one block per row, the row in shared memory (unaligned rows: its aligned middle
 //              by one bulk copy on sm_90+; or no cluster).
 //   "split"    any row: partials, then apply (two reads).
+// Rows that are not whole 16-byte packs, or start off 16 bytes, are "peeled" where y's rows lie
+// on x's misalignment (launch_row_norm): "warp", "block" and "cluster_row" hold their aligned
+// middles by packs and their heads and tails an element a thread (row_norm.cuh's RowPacks);
+// "cluster" takes aligned rows only, and the others' unaligned rows go element by element.
 
 // Packs a warp-path lane holds at most (registers: 8 packs x 16 bytes).
 constexpr int kMaxWarpPacks = 8;
@@ -247,24 +251,27 @@ bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread
   return false;
 }
 
-template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   const int64_t packs = ceil_div(g.cols, kVec);
   auto run = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-    auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth>;
+    auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled>;
     const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
     kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(x, y, g, policy);
   };
+  // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
+  // shuffles, ReduceScale's divider) serves twice the elements. H200, against one pack per
+  // lane: 442368 x 128 softmax 92% -> 93% of copy (float32), 86 -> 87 (bfloat16), ReduceScale
+  // 90 -> 92 and 85 -> 86; 262144 x 256 bfloat16 softmax 88 -> 90, ReduceScale 86 -> 89.
+  // REDUCE_OPS_WARP_LANES=32 (a developer knob, for measurement): a whole warp per row.
   if constexpr (kVec > 1) {
-    // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
-    // shuffles, ReduceScale's divider) serves twice the elements. H200, against one pack per
-    // lane: 442368 x 128 softmax 92% -> 93% of copy (float32), 86 -> 87 (bfloat16), ReduceScale
-    // 90 -> 92 and 85 -> 86; 262144 x 256 bfloat16 softmax 88 -> 90, ReduceScale 86 -> 89.
-    if (packs <= 4) return run(Int<1>{}, Int<4>{});
-    if (packs <= 8) return run(Int<2>{}, Int<4>{});
-    if (packs <= 16) return run(Int<2>{}, Int<8>{});
-    if (packs <= 32) return run(Int<2>{}, Int<16>{});
+    if (!env_equals("REDUCE_OPS_WARP_LANES", "32")) {
+      if (packs <= 4) return run(Int<1>{}, Int<4>{});
+      if (packs <= 8) return run(Int<2>{}, Int<4>{});
+      if (packs <= 16) return run(Int<2>{}, Int<8>{});
+      if (packs <= 32) return run(Int<2>{}, Int<16>{});
+    }
   }
   if (packs <= 32) return run(Int<1>{}, Int<32>{});
   if (packs <= 64) return run(Int<2>{}, Int<32>{});
@@ -274,7 +281,7 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
 
 // "block": the smallest of 2, 4, 8 packs per thread that keeps the block within
 // kPreferredRegThreads threads, 8 packs and up to kMaxRegThreads threads past that.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   if constexpr (kVec > 1) {  // the dispatcher never asks for kVec == 1 (block_fits is false)
     const int64_t packs = g.cols / kVec;
@@ -282,7 +289,8 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
       constexpr int kPacks = decltype(packs_tag)::value;
       // Registers or nothing: the bulk copy (Ahead::kShared) lost here (launch_cluster).
       with_ahead<kPacks <= kMaxPrefetchPacks, false>(automatic, [&](auto ahead_tag) {
-        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(ahead_tag)::value>;
+        auto kernel =
+            row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(ahead_tag)::value, false, kPeeled>;
         const int threads = warps_of_threads(packs, kPacks);
         kernel<<<row_kernel_grid(kernel, g.rows, threads, 0), threads, 0, stream>>>(x, y, g, policy, 0u);
       });
@@ -321,7 +329,7 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
                               ? !env_equals("REDUCE_OPS_BLOCK_HOLD", "registers")
                               : env_equals("REDUCE_OPS_BLOCK_HOLD", "shared");
       if (can_stage && staged) {
-        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, true>;
+        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, true, kPeeled>;
         const int threads = warps_of_threads(packs, 2 * kPacks);
         const int64_t smem = stage_smem<In, kVec, kPacks>(threads);
         allow_smem(kernel, smem);
@@ -390,7 +398,7 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
 // it), each block's share over whole warps (blocks past the row's end may hold nothing). Returns
 // false, launching nothing, where the kernel does not apply (see row_norm_cluster_row_kernel) or
 // the device cannot run the cluster.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   if constexpr (kVec * sizeof(In) == 16 && std::is_same_v<Acc, float>) {
     constexpr int kPacks = kClusterRowValues / kVec;
@@ -410,9 +418,9 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     // 16 x 262144 1062 vs 1232; ReduceScale bfloat16 64 x 262144 807 vs 2024.
     // Rows that fill every thread's packs (power-of-two columns) take the kernel without a guard
     // per pack.
-    const bool whole = int64_t{blocks} * threads * kPacks == packs;
-    auto kernel = whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, true>
-                        : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false>;
+    const bool whole = !kPeeled && int64_t{blocks} * threads * kPacks == packs;
+    auto kernel = whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled>
+                        : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
     cudaLaunchConfig_t config;
     cudaLaunchAttribute attrs[2];
     if (setup_clusters(config, attrs[0], kernel, blocks, dim3(threads), 0, stream) <= 0) return false;
@@ -480,12 +488,17 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
                    static_cast<const RowPartial<Acc>*>(pp), g, s, policy);
 }
 
-// The forward dispatcher (strategies named at the head of this file). kVec == 1 (unaligned rows)
-// has no register block or cluster kernels: scalar loads gain nothing from them over "smem".
-template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+// The forward dispatcher (strategies named at the head of this file). kVec == 1 (unaligned rows
+// that cannot be peeled) has no register block or cluster kernels: scalar loads gain nothing from
+// them over "smem". kPeeled (unaligned rows, 16-byte packs, see launch_row_norm): the warp, block
+// and cluster_row kernels hold the rows' aligned middles and edges (row_norm.cuh's RowPacks), the
+// persistent clusters do not, and "smem" and "split" take them as kVec == 1 rows.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled = false>
 void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                 const at::TensorOptions& opts) {
-  const int64_t packs = ceil_div(g.cols, kVec);
+  constexpr int kScalarVec = kPeeled ? 1 : kVec;  // "smem" and "split"
+  // A peeled row's whole packs: at most cols / kVec.
+  const int64_t packs = kPeeled ? g.cols / kVec : ceil_div(g.cols, kVec);
   // warp: up to 8 packs x 32 lanes (kMaxWarpPacks) fit a lane's registers.
   const bool warp_fits = packs <= 32 * kMaxWarpPacks;
   // block: kMaxRegPacks x kMaxRegThreads packs (128 KB) fit one block's registers.
@@ -499,7 +512,7 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // beat a cluster of two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
   const bool warp_preferred = warp_fits && (kVec == 1 || packs <= (sizeof(In) == 2 ? 4 : 2) * kWarpSize);
   // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
-  const bool smem_fits = row_smem_bytes<In, kVec>(g.cols) <= block_smem_limit();
+  const bool smem_fits = row_smem_bytes<In, kScalarVec>(g.cols) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
   const bool few_rows = too_few_blocks(g.rows, 1, g.cols);
   // 16-bit rows widened to a wider output (8-byte input packs) past one block take "split": its
@@ -513,34 +526,43 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // (its blocks' shares not whole) and 8192 x 32768 95 vs 95; ReduceScale 4096 x 65536 95 vs 96,
   // 2048 x 49152 90 vs 93. H100: softmax 1024 x 65536 89 vs 92, 2048 x 49152 91 vs 96, 4096 x
   // 40960 94 vs 96.
-  const bool cluster_row_first = !widening && sizeof(In) < 4 && g.cols > 40960;
+  // Peeled softmax rows take "block" (16-bit) or "smem" (float32) before cluster_row, whose
+  // shares are never whole there (each thread's packs guarded). H200 (tune_rows.py,
+  // h200_study/session52_peeled_rows.txt), % of copy, cluster_row vs block (bfloat16) or smem
+  // (float32), 2048 / 1024 / 4096 x 50257: bfloat16 78 / 72 / 82 vs 86 / 78 / 91, float32 79 / 75 /
+  // 82 vs 87 / 81 / 91. ReduceScale's cluster_row leads there (float32 94 vs 91 at 2048 rows,
+  // bfloat16 93 vs 89), and so it keeps the aligned rows' order.
+  const bool softmax_peeled = kPeeled && Policy::kNeedsSum;
+  const bool cluster_row_first = !widening && sizeof(In) < 4 && g.cols > 40960 && !softmax_peeled;
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) {
-    launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+    launch_warp<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
   } else if (forced.is("block") && block_fits) {
-    launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (forced.is("cluster_row") && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
+    launch_block<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
+  } else if (forced.is("cluster_row") && launch_cluster_row<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream)) {
     // launched
-  } else if (forced.is("cluster") && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
+  } else if (forced.is("cluster") && !kPeeled && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, false)) {
     // launched
   } else if (forced.is("smem") && smem_fits) {
-    launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+    launch_smem<In, Out, Acc, Policy, kScalarVec>(x, y, g, policy, stream);
   } else if (forced.is("split")) {
-    launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
+    launch_split<In, Out, Acc, Policy, kScalarVec>(x, y, g, policy, stream, opts);
   } else if (warp_preferred) {
-    launch_warp<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
+    launch_warp<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
+  } else if (cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream)) {
     // launched
   } else if (block_fits && !few_rows) {
-    launch_block<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
-  } else if (!widening && !cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream)) {
+    launch_block<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
+  } else if (softmax_peeled && smem_fits && !few_rows) {
+    launch_smem<In, Out, Acc, Policy, kScalarVec>(x, y, g, policy, stream);
+  } else if (!widening && !cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream)) {
     // launched (where cluster_row_first, it was tried above)
-  } else if (!widening && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
+  } else if (!widening && !kPeeled && launch_cluster<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, true)) {
     // launched
   } else if (smem_fits && !few_rows && !widening) {
-    launch_smem<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
+    launch_smem<In, Out, Acc, Policy, kScalarVec>(x, y, g, policy, stream);
   } else {
-    launch_split<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream, opts);
+    launch_split<In, Out, Acc, Policy, kScalarVec>(x, y, g, policy, stream, opts);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -553,8 +575,27 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   constexpr int kVec = std::min(kMaxVec<In>, kMaxVec<Out>);
   const bool vectorize = g.cols % kVec == 0 && g.x_row_stride % kVec == 0 && g.y_row_stride % kVec == 0 &&
                          is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
-  if (vectorize) launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
-  else launch_vec<In, Out, Acc, Policy, 1>(xp, yp, g, policy, stream, x.options());
+  if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
+  // Other rows are peeled (their aligned middles by 16-byte packs, RowPacks) where y's rows lie
+  // on x's misalignment (same element size, same start and row stride modulo 16 bytes: y a
+  // fresh tensor of x's shape, or x itself), unless REDUCE_OPS_ROW_PEEL=off (a developer knob,
+  // for measurement). H100 (tune_rows.py, h100_study/session52_peeled_rows.txt), % of copy,
+  // element kernels -> peeled: softmax bfloat16 16384 x 1021 52 -> 72, 8192 x 4097 79 -> 88,
+  // 512 x 262147 40 -> 92 (split -> cluster_row), float32 2048 x 100003 39 -> 94; ReduceScale
+  // bfloat16 1024 x 50257 87 -> 92. Float32 rows under 256 elements stay on the element warp
+  // kernel: peeled, 65536 x 77 softmax lost 66 -> 61 (ReduceScale 65 -> 63), 32768 x 197 71 -> 70;
+  // 16-bit rows gained there (bfloat16 32768 x 197 softmax 51 -> 56).
+  if constexpr (sizeof(In) == sizeof(Out) && std::is_same_v<Acc, float>) {
+    const auto bytes_16 = [](const void* p, int64_t stride) {
+      return (reinterpret_cast<uintptr_t>(p) + static_cast<uint64_t>(stride) * sizeof(In)) % 16;
+    };
+    const int64_t shortest = sizeof(In) == 4 ? 256 : 2 * kVec;  // two packs at least
+    const bool peel = g.cols >= shortest && reinterpret_cast<uintptr_t>(xp) % 16 == reinterpret_cast<uintptr_t>(yp) % 16 &&
+                      (g.rows == 1 || bytes_16(xp, g.x_row_stride) == bytes_16(yp, g.y_row_stride)) &&
+                      !env_equals("REDUCE_OPS_ROW_PEEL", "off");
+    if (peel) return launch_vec<In, Out, Acc, Policy, kVec, true>(xp, yp, g, policy, stream, x.options());
+  }
+  launch_vec<In, Out, Acc, Policy, 1>(xp, yp, g, policy, stream, x.options());
 }
 
 // The backward dispatcher: the forward's strategies with both rows on chip, so each register
