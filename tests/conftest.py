@@ -459,6 +459,9 @@ ROW_STRATEGIES = ["warp", "block", "block-staged", "cluster_row", "cluster", "cl
 
 
 def force_row_strategy(monkeypatch, strategy):
+    if strategy == "auto":  # the automatic choice
+        monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
+        return
     name, _, staged = strategy.partition("-")
     monkeypatch.setenv("REDUCE_OPS_STRATEGY", name)
     hold = "shared" if staged else "registers"
@@ -556,6 +559,23 @@ def peeled_edge_rows(x, big):
 # its edges with it: the warp kernel at 1-2 packs a lane, blocks forced to 2 packs a thread
 # (REDUCE_OPS_BLOCK_PACKS); many rows a group or block.
 PEELED_NEXT_ROW_CASES = [("warp", (20000, 77)), ("warp", (5000, 257)), ("warp", (5000, 301)), ("block", (1500, 4099))]
+
+
+def peeled_row_cases(test):
+    """Parametrizes `test` over dtype and PEELED_ROW_CASES' (strategy, shape); CUDA only."""
+    test = pytest.mark.parametrize("strategy,shape", PEELED_ROW_CASES, ids=str)(test)
+    test = pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)(test)
+    return requires_cuda(test)
+
+
+def peeled_next_row_cases(test):
+    """Parametrizes `test` over ahead (none, registers), dtype (float32, bfloat16) and
+    PEELED_NEXT_ROW_CASES' (strategy, shape), with each strategy forced to several rows a group or
+    block and blocks to 2 packs a thread; CUDA only."""
+    test = pytest.mark.parametrize("strategy,shape", PEELED_NEXT_ROW_CASES, ids=str)(test)
+    test = pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)(test)
+    test = pytest.mark.parametrize("ahead", ["none", "registers"])(test)
+    return requires_cuda(test)
 
 
 def force_several_rows_per_block(monkeypatch, strategy, ahead):

@@ -20,11 +20,11 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
 from conftest import (  # noqa: E402
-    PEELED_NEXT_ROW_CASES,
-    PEELED_ROW_CASES,
     SMEM_48_KB_CASES,
     UNALIGNED_ROW_CASES,
     peeled_edge_rows,
+    peeled_next_row_cases,
+    peeled_row_cases,
     requires_cuda,
     row_count,
     strided_tensors,
@@ -443,14 +443,11 @@ def test_reduce_scale_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, 
         check_reduce_scale_(x)  # x itself: a copy would be laid out afresh
 
 
-@requires_cuda
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("strategy,shape", PEELED_ROW_CASES, ids=str)
+@peeled_row_cases
 def test_reduce_scale_peeled_rows(monkeypatch, dtype, strategy, shape):
     # conftest.PEELED_ROW_CASES: unaligned rows in the register kernels, the absmax or a NaN in
     # their heads and tails; in place too, where x's rows are their own output.
-    if strategy != "auto":
-        force_row_strategy(monkeypatch, strategy)
+    force_row_strategy(monkeypatch, strategy)
     x = make_input(shape, dtype, "cuda")
     check_reduce_scale(x)
     check_reduce_scale_(x.clone())
@@ -465,10 +462,7 @@ def test_reduce_scale_peeled_rows(monkeypatch, dtype, strategy, shape):
     check_reduce_scale_(base[:, 1 : shape[1] + 1])
 
 
-@requires_cuda
-@pytest.mark.parametrize("ahead", ["none", "registers"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("strategy,shape", PEELED_NEXT_ROW_CASES, ids=str)
+@peeled_next_row_cases
 def test_reduce_scale_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
     force_several_rows_per_block(monkeypatch, strategy, ahead)
     monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "2")

@@ -20,11 +20,11 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from conftest import INNER_STRATEGIES, force_inner_strategy  # noqa: E402
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
 from conftest import (  # noqa: E402
-    PEELED_NEXT_ROW_CASES,
-    PEELED_ROW_CASES,
     SMEM_48_KB_CASES,
     UNALIGNED_ROW_CASES,
     peeled_edge_rows,
+    peeled_next_row_cases,
+    peeled_row_cases,
     row_count,
     strided_tensors,
     unaligned_rows,
@@ -457,14 +457,11 @@ def test_softmax_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, load)
             check_softmax(x, -1, dtype=torch.float32)
 
 
-@requires_cuda
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("strategy,shape", PEELED_ROW_CASES, ids=str)
+@peeled_row_cases
 def test_softmax_peeled_rows(monkeypatch, dtype, strategy, shape):
     # conftest.PEELED_ROW_CASES: unaligned rows in the register kernels, special values in their
     # heads and tails, the max subtracted, exps down to subnormals.
-    if strategy != "auto":
-        force_row_strategy(monkeypatch, strategy)
+    force_row_strategy(monkeypatch, strategy)
     check_softmax(make_input(shape, dtype, "cuda"), -1)
     check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
     check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
@@ -476,10 +473,7 @@ def test_softmax_peeled_rows(monkeypatch, dtype, strategy, shape):
     check_softmax(x, -1)
 
 
-@requires_cuda
-@pytest.mark.parametrize("ahead", ["none", "registers"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("strategy,shape", PEELED_NEXT_ROW_CASES, ids=str)
+@peeled_next_row_cases
 def test_softmax_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
     force_several_rows_per_block(monkeypatch, strategy, ahead)
     monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "2")
