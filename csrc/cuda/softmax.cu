@@ -526,12 +526,16 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // (its blocks' shares not whole) and 8192 x 32768 95 vs 95; ReduceScale 4096 x 65536 95 vs 96,
   // 2048 x 49152 90 vs 93. H100: softmax 1024 x 65536 89 vs 92, 2048 x 49152 91 vs 96, 4096 x
   // 40960 94 vs 96.
-  // Peeled softmax rows take "block" (16-bit) or "smem" (float32) before cluster_row, whose
-  // shares are never whole there (each thread's packs guarded). H200 (tune_rows.py,
-  // h200_study/session52_peeled_rows.txt), % of copy, cluster_row vs block (bfloat16) or smem
-  // (float32), 2048 / 1024 / 4096 x 50257: bfloat16 78 / 72 / 82 vs 86 / 78 / 91, float32 79 / 75 /
-  // 82 vs 87 / 81 / 91. ReduceScale's cluster_row leads there (float32 94 vs 91 at 2048 rows,
-  // bfloat16 93 vs 89), and so it keeps the aligned rows' order.
+  // Peeled softmax rows take "block" (16-bit, up to 65536 values) or "smem" (float32) before
+  // cluster_row. H200 (tune_rows.py, h200_study/session52_peeled_rows.txt), % of copy, cluster_row
+  // vs block (bfloat16) or smem (float32), 2048 / 1024 / 4096 x 50257: bfloat16 78 / 72 / 82 vs
+  // 86 / 78 / 91, float32 79 / 75 / 82 vs 87 / 81 / 91. Not so aligned rows whose cluster_row
+  // shares are not whole (section 5 there): float32 2048 x 50176 cluster_row 90 vs smem 73, 4096
+  // x 45056 93 vs 83; bfloat16 2048 x 96000 92 vs 54 (past one block; peeled 2048 x 100003 74 vs
+  // 69, 2048 x 70001 76 vs 63: section 6); only bfloat16 within one block leans to the block (2048
+  // x 50176 85 vs 82, 4096 x 40960 90 vs 87, 4096 x 45056 91 vs 91). So the peeled cluster_row's
+  // softmax is what trails (float32 50257 at 79%, against 90% for aligned 50176); its ReduceScale
+  // leads (float32 94 vs 91 at 2048 x 50257, bfloat16 93 vs 89).
   const bool softmax_peeled = kPeeled && Policy::kNeedsSum;
   const bool cluster_row_first = !widening && sizeof(In) < 4 && g.cols > 40960 && !softmax_peeled;
   const ForcedStrategy forced;
@@ -553,7 +557,7 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     // launched
   } else if (block_fits && !few_rows) {
     launch_block<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
-  } else if (softmax_peeled && smem_fits && !few_rows) {
+  } else if (softmax_peeled && sizeof(In) == 4 && smem_fits && !few_rows) {
     launch_smem<In, Out, Acc, Policy, kScalarVec>(x, y, g, policy, stream);
   } else if (!widening && !cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream)) {
     // launched (where cluster_row_first, it was tried above)
