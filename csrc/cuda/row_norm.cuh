@@ -353,9 +353,9 @@ struct RowEdges {
   template <int kVec>
   __device__ __forceinline__ void load(const In* row, const RowPacks<In, kVec, kPeeled>& at, int64_t cols, int index,
                                        int width) {
+    const int tail = at.head + at.packs * kVec;
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
-      const int tail = at.head + at.packs * kVec;
       const int e = index + i * width;
       col[i] = e < at.head ? e : (e - at.head < cols - tail ? tail + (e - at.head) : -1);
       if (col[i] >= 0) raw[i] = row[col[i]];
@@ -675,6 +675,10 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
   NextRow<In, kVec, kPacks, kStaged ? Ahead::kShared : Ahead::kNone> staged{
       first + kPacks * static_cast<int>(blockDim.x), static_cast<int>(blockDim.x), all_packs,
       reinterpret_cast<In*>(stage_raw), &arrival};
+  // A row's edges, an element a thread of the first 2 x kVec - 2 (peeled rows have no clusters).
+  auto load_edges = [&](Edges& edges, const In* xr, const Packs& at) {
+    edges.load(xr, at, g.cols, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+  };
   // Row `row`'s packs into `ring` (nothing past the last row); kPeeled: its edges into `edges`.
   Edges next_edges;
   auto load_row = [&](auto& ring, int64_t row, Edges* edges) {
@@ -683,7 +687,7 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     const Packs at(xr, g.cols);
     ring.packs = at.packs;
     ring.load(xr + at.head);
-    if (edges != nullptr) edges->load(xr, at, g.cols, rank == 0 ? static_cast<int>(threadIdx.x) : kVec * 2, blockDim.x);
+    if (edges != nullptr) load_edges(*edges, xr, at);
   };
   next.init();
   staged.init();
@@ -700,7 +704,7 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     Edges edges;
     if constexpr (kAhead != Ahead::kNone) edges = next_edges;
     if constexpr (kStaged) load_row(staged, row, nullptr);  // the copy flies while the registers load
-    if constexpr (kAhead == Ahead::kNone) edges.load(xr, at, g.cols, rank == 0 ? static_cast<int>(threadIdx.x) : kVec * 2, blockDim.x);
+    if constexpr (kAhead == Ahead::kNone) load_edges(edges, xr, at);
     next.wait();
     // Every load issued before the first is used (one loop each: folded in the loading loop,
     // ptxas waited for each pack before loading the next). Words widened as they arrive (16-bit
