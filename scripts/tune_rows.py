@@ -40,10 +40,12 @@ def runnable(op, cols, dtype, props):
     # The clusters stage packs in shared memory besides the registers: the forward's 16-byte
     # packs twice kMaxRegPacks a thread, the backward kMaxRegPacks of each row (out's in shared).
     cluster_packs = 8 if op == "softmax_backward" else 16
-    # The forward peels other rows of two packs or more (their aligned middles by packs; here
-    # the output is fresh, so it lies on x's misalignment): the warp, block and cluster_row
-    # kernels take them, unless REDUCE_OPS_ROW_PEEL=off (a --variant).
-    peeled = not aligned and cols >= 2 * vec and op != "softmax_backward" and os.environ.get("REDUCE_OPS_ROW_PEEL") != "off"
+    # The forward peels other float32 and 16-bit rows (softmax.cu's launch_row_norm: two packs or
+    # more, float32 from 256 elements; here the output is fresh, so it lies on x's misalignment):
+    # the warp, block and cluster_row kernels take them, unless REDUCE_OPS_ROW_PEEL=off (a --variant).
+    shortest = 256 if elt == 4 else 2 * vec
+    peeled = (not aligned and elt in (2, 4) and cols >= shortest and op != "softmax_backward"
+              and os.environ.get("REDUCE_OPS_ROW_PEEL") != "off")
     if peeled:
         packs = cols // vec
     ok = {
