@@ -86,7 +86,7 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     os.environ.pop("REDUCE_OPS_STRATEGY")
     # Columns that are not whole 16-byte packs, reduced as rows of whole packs (the vectorized
     # kernels), then each column's partials folded by a second launch (forced: at any size).
-    os.environ["REDUCE_OPS_COLS_ROW_GROUPS"] = "on"
+    os.environ.update({"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "on"})
     for shape, dim in [((8192, 77), 0), ((3, 4096, 77), 1), ((64, 50257), 0)]:
         xc = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} row groups", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
@@ -95,7 +95,8 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # The same columns in blocks as wide as they are (forced: row groups off, full width at any
     # size up to 1024 columns), split or not, with a middle dim, 1002 threads a block, and a
     # two-level fold in groups of 3 segments (a partial last group).
-    os.environ.update({"REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "on"})
+    os.environ.update({"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off",
+                       "REDUCE_OPS_COLS_FULL_WIDTH": "on"})
     for shape, dim in [((8193, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0)]:
         xc = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} full width", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
@@ -103,7 +104,21 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "3"
     xc = torch.randn(20000, 77, device=dev, dtype=dtype)
     check(f"sum {dtype} full width, groups of 3", reduce_ops.sum(xc, 0), xc.double().sum(0), tol * 50)
-    for name in ("REDUCE_OPS_COLS_ROW_GROUPS", "REDUCE_OPS_COLS_FULL_WIDTH", "REDUCE_OPS_COLS_FOLD_GROUP"):
+    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_ROW_GROUPS", "REDUCE_OPS_COLS_FULL_WIDTH",
+                 "REDUCE_OPS_COLS_FOLD_GROUP"):
+        os.environ.pop(name)
+    # Packed row groups (forced: wherever they apply): one launch, the group values folded in
+    # shared memory; split, with a middle dim, 501 packs a block, blocks that take several work
+    # items (5000 outer indices), and a two-level fold in groups of 3 segments.
+    os.environ["REDUCE_OPS_COLS_PACKED"] = "on"
+    for shape, dim in [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1)]:
+        xc = torch.randn(shape, device=dev, dtype=dtype)
+        check(f"sum {dtype} {shape} packed", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
+        check(f"amax {dtype} {shape} packed", reduce_ops.amax(xc, dim), torch.amax(xc, dim), 0)
+    os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "3"
+    xc = torch.randn(20000, 77, device=dev, dtype=dtype)
+    check(f"sum {dtype} packed, groups of 3", reduce_ops.sum(xc, 0), xc.double().sum(0), tol * 50)
+    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_FOLD_GROUP"):
         os.environ.pop(name)
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)

@@ -669,20 +669,30 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
 # REDUCE_OPS_COLS_ROW_GROUPS=on ("on"). Elsewhere blocks as wide as the columns, one element a
 # thread (launch_cols_full_width; automatic up to 128 columns and 16 MB; "full": at every size up
 # to 1024 columns, row groups off; "fold3": their splits folded in groups of 3 segments), and
-# past that, or with both off ("one"), the one-element kernel's 32-lane tiles. Odd and even column counts (groups of 8, 4 and 2 in 16-bit types), a middle
-# dim (an outer index > 1), few and many reduced rows (no split; one block's reach, the wave and
-# streaming plans), a row count no group size divides and a start off 16 bytes; NaN and
-# infinities in the first and last rows (the first and last group), negative columns, and the
-# same bits on every call.
+# past that, or with both off ("one"), the one-element kernel's 32-lane tiles. Packed row groups
+# (launch_cols_packed: the same view in one launch, a block as wide as a group's packs, each
+# column's group values folded in shared memory by the block that ends the split's folds;
+# "packed": wherever it applies, up to 1024 packs, groups dividing the rows, x on 16 bytes;
+# "packed3": its splits folded in groups of 3 segments, 8 blocks an SM). Odd and even column
+# counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an outer index > 1; 5000 of them:
+# blocks that take several work items), few and many reduced rows (no split; one block's reach,
+# the wave and streaming plans), a row count no group size divides and a start off 16 bytes; NaN
+# and infinities in the first and last rows (the first and last group), negative columns, and
+# the same bits on every call.
 @requires_cuda
-@pytest.mark.parametrize("mode", ["auto", "on", "full", "fold3", "one"])
+@pytest.mark.parametrize("mode", ["auto", "on", "full", "fold3", "one", "packed", "packed3"])
 @pytest.mark.parametrize("shape,dim", [((8192, 77), 0), ((4096, 197), 0), ((1024, 1002), 0), ((1024, 2052), 0),
                                        ((3, 4096, 77), 1), ((64, 50257), 0), ((65536, 77), 0), ((8193, 77), 0),
-                                       ((16, 77), 0), ((2, 64, 197), 1), ((2048, 197), 0)], ids=str)
+                                       ((16, 77), 0), ((2, 64, 197), 1), ((2048, 197), 0), ((5000, 8, 77), 1)],
+                         ids=str)
 def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
-    full = {"REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
-    knobs = {"on": {"REDUCE_OPS_COLS_ROW_GROUPS": "on"}, "full": full, "fold3": {**full, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
-             "one": {"REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "off"}}.get(mode, {})
+    full = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
+    packed = {"REDUCE_OPS_COLS_PACKED": "on"}
+    knobs = {"on": {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "on"}, "full": full, "fold3": {**full, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
+             "one": {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off",
+                     "REDUCE_OPS_COLS_FULL_WIDTH": "off"},
+             "packed": packed,
+             "packed3": {**packed, "REDUCE_OPS_COLS_FOLD_GROUP": "3", "REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"}}.get(mode, {})
     for name, value in knobs.items():
         monkeypatch.setenv(name, value)
     x = make_input(shape, dtype, "cuda")

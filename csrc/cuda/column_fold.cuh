@@ -27,6 +27,7 @@ struct ColsArgs {
   int64_t tiles;   // ceil(inner / (blockDim.x * kVec)), column tiles per outer index
   int64_t groups;  // ceil(splits / group)
   int64_t row_gap = 0;  // blockDim.y * reduced_stride: elements between a thread's rows
+  int64_t group_cols = 0;  // packed row groups only: the columns of one row (inner / groups)
 };
 
 // Rows a thread of reduce_cols_kernel loads at once (16-byte loads with kVec > 1): one round.

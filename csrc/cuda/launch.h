@@ -65,6 +65,10 @@ using Int = std::integral_constant<int, N>;
 //                               columns that are not whole 16-byte packs load an element a
 //                               thread and row (off), or are reduced as rows of whole packs at
 //                               any size (on; reduce.cu's launch_cols_row_groups);
+//   REDUCE_OPS_COLS_PACKED=off|on, REDUCE_OPS_COLS_FULL_WIDTH=off|on
+//                               the same columns as row groups in one launch (launch_cols_packed),
+//                               or in blocks as wide as the columns (launch_cols_full_width):
+//                               never (off) or wherever they apply (on);
 //   REDUCE_OPS_REDUCE_CHUNK=<n> the fewest elements of a split reduction row's segment
 //                               (whole-tensor reductions; scripts/tune_cols.py --dim -1);
 //   REDUCE_OPS_INNER_CLUSTER=<n>, REDUCE_OPS_INNER_NARROWEST=<bytes>
@@ -375,6 +379,18 @@ int resident_blocks(Kernel kernel, int threads, size_t smem) {
     int blocks = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
     return std::max(blocks, 1);
+  });
+}
+
+// The most threads a block of `kernel` may have: its registers bound it below 1024 where it
+// has no launch bounds.
+template <typename Kernel>
+int max_block_threads(Kernel kernel) {
+  // Keyed by (0, -1): no occupancy query has a thread count of 0.
+  return memoized_kernel_query(reinterpret_cast<const void*>(kernel), 0, -1, [&] {
+    cudaFuncAttributes attr{};
+    C10_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    return attr.maxThreadsPerBlock;
   });
 }
 

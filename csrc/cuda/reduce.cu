@@ -16,6 +16,8 @@
 //          then each column's partials folded (launch_cols_row_groups; automatic only, as few)
 //   full   columns that are not whole packs, no row groups: a block as wide as the columns, one
 //          element a thread (launch_cols_full_width; automatic only, as few)
+//   packed columns that are not whole packs, as row groups in one launch: a block as wide as a
+//          group's packs, the groups folded in shared memory (launch_cols_packed; automatic only)
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -421,10 +423,19 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // (4.27 -> 3.36) but eager launches lost (7.4 -> 8.0), hence the 256 KB bound. Above it, at the
 // bound (section 7): every graph faster, eager launches up to 0.9 us slower in 3 of 6 cases of
 // 0.3-0.4 MB (float32 amax of 1024 x 77 7.30 -> 8.16; in a graph 4.21 -> 3.55).
+// Session 53 (h200_study/session53_packed_columns.txt, sections 5-6): 16-bit rows whose row
+// group is more than kPackedAutoPacks packs gain from 48 MiB too (66 MB measured, 33 MB not), us:
+// bfloat16 sum 32768 x 1002 (66 MB) 34.0 -> 27.3, 65536 x 1002 58.8 -> 42.0, 32768 x 2052 58.2 ->
+// 42.9 (torch.compile 24.8, 44.8, 44.1), amaxes 27.7 -> 26.4, 47.4 -> 40.9, 47.6 -> 42.2. Float32
+// rows of 1002 lost at 131 MB (37.7 -> 40.9). Where a group is at most 256 packs the packed
+// kernel (launch_cols_packed, one launch) beat both and takes the large ones first.
 // REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
 constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
+constexpr int64_t kRowGroupsWide16BitBytes = int64_t{48} << 20;
+// Packed row groups are taken automatically up to this many packs a group (launch_cols_packed).
+constexpr int64_t kPackedAutoPacks = 256;
 
 // Columns that are not whole packs, where row groups are not taken: reduce_cols_kernel<kVec = 1>
 // with one column tile, blockDim.x = the columns and up to kFullWidthRows rows of threads (within
@@ -488,7 +499,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
     return false;
   }
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
-  const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes;
+  const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
+  const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes ||
+                      (wide_16bit && bytes >= kRowGroupsWide16BitBytes);
   // One getenv: where it was faster only "off" skips it, elsewhere only "on" takes it.
   if (faster ? env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "off") : !env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "on")) {
     return false;
@@ -504,6 +517,73 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   fold_row_groups_kernel<Out, R><<<grid_for(ceil_div(columns, kBlock)), kBlock, 0, stream>>>(
       partial.const_data_ptr<V>(), out_t.mutable_data_ptr<Out>(), columns, g.inner, static_cast<int>(groups), r);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
+}
+
+// Columns that are not whole 16-byte packs, read as packs in one launch ("packed"): `groups` =
+// kVec / gcd(cols, kVec) dense rows are whole packs, so reduce_cols_kernel<kVec, kPackedRound>
+// reduces the (reduced / groups, groups * cols) view as launch_cols_row_groups' first launch
+// does, but in one column tile: a block as wide as a row group's packs (up to 1024 threads, and
+// the kernel's registers), up to kPackedRows rows of threads each loading kPackedRound rows of
+// packs at once, the reduced dim split in segments of such rounds over up to
+// kPackedBlocksPerSM blocks an SM (fewer where fewer fit). The block that ends a column tile's
+// folds then folds each column's `groups` values in shared memory (fold_packed_groups): no
+// second launch and no finished partials, so a compensated sum stays compensated to the end.
+// Needs x on 16 bytes, dense rows, outer slabs on whole packs and `groups` dividing the
+// reduced dim. Automatic for 16-bit types from 16 MB and any type from kRowGroupsLargeBytes
+// (192 MB, where row groups took them), within kPackedAutoPacks packs a row group (blocks of one
+// row of 257-1024 threads hold few rows in flight an SM). H200, us, the committed rule ->
+// packed, eager launches (h200_study/session53_packed_columns.txt): bfloat16 sums 131072 x 77
+// (20 MB) 17.9 -> 15.0, 262144 x 77 26.8 -> 19.4, 65536 x 197 19.7 -> 17.2, 131072 x 197 30.7
+// -> 22.8, 2097152 x 77 (323 MB, row groups before) 86.6 -> 82.4; float32 sum 2097152 x 77
+// 164.0 -> 154.7, 524288 x 197 108.7 -> 104.8. Smaller inputs lost (bfloat16 sum 65536 x 77,
+// 10 MB, 12.4 -> 12.7; float32 32768 x 197 16.7 -> 17.6); float32 from 40 to 103 MB went either
+// way (262144 x 77 sum 30.0 -> 28.4, 131072 x 197 33.7 -> 35.0); 501 and 513 packs lost at 33-66
+// MB (bfloat16 8192 x 2052 20.3 -> 25.8; float32 16384 x 1002 22.7 -> 30.1). 4 rows of packs a
+// round instead of 8 were 0-7% slower; fewer rows of threads slower still. REDUCE_OPS_COLS_PACKED=on takes it
+// wherever it applies, =off never.
+constexpr int kPackedRound = 2 * kColsRound;
+constexpr int kPackedRows = 8;
+constexpr int64_t kPackedBlocksPerSM = 4;
+constexpr int64_t kPacked16BitMinBytes = int64_t{16} << 20;
+
+template <typename In, typename Out, typename R>
+bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
+                        cudaStream_t stream) {
+  using Acc = typename R::Acc;
+  constexpr int64_t kVec = kMaxVec<In>;
+  const int64_t groups = kVec / std::gcd(g.inner, kVec);
+  const int64_t packs = g.inner * groups / kVec;  // a row group's packs: one thread each
+  if (groups == 1 || g.inner_stride != 1 || g.reduced_stride != g.inner || g.reduced % groups != 0 ||
+      g.outer_stride % kVec != 0 || packs > 1024 || !is_aligned(xt.const_data_ptr<In>(), 16)) {
+    return false;
+  }
+  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+  const bool faster =
+      packs <= kPackedAutoPacks && bytes >= (sizeof(In) == 2 ? kPacked16BitMinBytes : kRowGroupsLargeBytes);
+  // One getenv, as launch_cols_row_groups.
+  if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
+    return false;
+  }
+  const auto kernel = reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;
+  // Under 1024 where its registers say so, and within 48 KB of the folds' shared memory.
+  const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
+  if (packs > max_threads) return false;
+  ColsLaunch l{static_cast<int>(packs), 1};
+  while (l.by < kPackedRows && l.bx * l.by * 2 <= max_threads) l.by *= 2;
+  const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
+  const int64_t per_sm = env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM",
+                                      std::min<int64_t>(resident_blocks(kernel, l.bx * l.by, smem), kPackedBlocksPerSM));
+  const int64_t rows = g.reduced / groups, cols = g.inner * groups;
+  ColsArgs a{g.outer, rows, cols, g.outer_stride, cols, 1, 1, rows, 1, 1, 1};
+  a.group_cols = g.inner;
+  const int64_t round_rows = static_cast<int64_t>(l.by) * kPackedRound;
+  const int64_t rounds = ceil_div(rows, round_rows);
+  a.chunk = std::min(ceil_div(g.outer * rounds, sm_count() * per_sm) * round_rows, rows);
+  a.splits = ceil_div(rows, a.chunk);
+  set_fold_groups(a, l.by);
+  if (cols_fold(a).counters > kMaxCounters) return false;
+  launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, kVec, r, stream);
   return true;
 }
 
@@ -525,6 +605,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return;
   }
+  if (!vectorize && !forced.any() && launch_cols_packed<In, Out>(xt, g, out_t, r, stream)) return;
   if (!vectorize && !forced.any() && launch_cols_row_groups<In, Out>(xt, g, out_t, r, stream, forced)) return;
   if (!vectorize && !forced.any() && launch_cols_full_width<In, Out>(xt, g, out_t, r, stream)) return;
   const int vec = vectorize ? kVec : 1;

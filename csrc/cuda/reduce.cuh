@@ -655,8 +655,35 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
   }
 }
 
+// Packed row groups (reduce_cols_kernel<..., kPackedRound > 0>): the kernel reduced the
+// (reduced / groups, groups * cols) view of dense rows of `cols` columns in one column tile, so
+// that wide column w holds column w % cols of rows w / cols, w / cols + groups, ... Thread row 0's
+// values go through shared memory (`smem` holds at least a.inner values) and each column folds
+// its `groups` values in order, from group 0: the same order on every run.
+template <typename Out, typename R, int kVec>
+__device__ __forceinline__ void fold_packed_groups(const typename R::Acc (&acc)[kVec], const ColsArgs& a, int64_t i,
+                                                   bool in_range, int64_t o, typename R::Acc* smem, Out* out,
+                                                   const R& r) {
+  using Acc = typename R::Acc;
+  if (threadIdx.y == 0 && in_range) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) smem[i + k] = acc[k];
+  }
+  __syncthreads();
+  const int cols = static_cast<int>(a.group_cols);
+  const int groups = static_cast<int>(a.inner / a.group_cols);
+  for (int c = threadIdx.y * blockDim.x + threadIdx.x; c < cols; c += blockDim.x * blockDim.y) {
+    Acc s = smem[c];
+    for (int j = 1; j < groups; ++j) s = r(s, smem[j * cols + c]);
+    out[o * cols + c] = static_cast<Out>(r.finish(s));
+  }
+  __syncthreads();  // smem is rewritten by the next item's folds
+}
+
 // Block: blockDim.x threads across columns (kVec each), blockDim.y across the reduced dim.
-template <typename In, typename Out, typename R, int kVec>
+// kPackedRound > 0: the view is packed row groups (fold_packed_groups; one column tile), each
+// thread loading kPackedRound rows of packs at once.
+template <typename In, typename Out, typename R, int kVec, int kPackedRound = 0>
 __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, ColsArgs a,
                                    ColsScratch<typename R::Acc> scratch, R r) {
   using Acc = typename R::Acc;
@@ -669,7 +696,7 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   // so they take 16 rows a round: of a 4-byte type, the bytes of 4 rows of packs.
   // They had loaded one row at a time: H200, bfloat16 sum of 2048 x 50257 over dim 0 199 us
   // (torch.compile 68; h200_study/session49_models.txt).
-  constexpr int kUnroll = kVec > 1 ? kColsRound : 4 * kColsRound;
+  constexpr int kUnroll = kPackedRound > 0 ? kPackedRound : kVec > 1 ? kColsRound : 4 * kColsRound;
   static_assert(kUnroll % 4 == 0, "the pairwise fold below takes 4 rows at a time");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
@@ -763,6 +790,10 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
     }
     const int64_t col = o * a.inner + i;  // this thread's first column in out and the partials
     if (!fold_segments(acc, a, scratch, seg, o * tiles + tile, col, in_range, smem, &last, r)) continue;
+    if constexpr (kPackedRound > 0) {
+      fold_packed_groups<Out>(acc, a, i, in_range, o, smem, out, r);
+      continue;
+    }
     if (threadIdx.y == 0 && in_range) {
       if constexpr (kVec > 1) {
         store_columns<Out>(out + col, acc, r);
