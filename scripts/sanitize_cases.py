@@ -84,42 +84,31 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check(f"sum warp {dtype} {cols} offset", reduce_ops.sum(xg, 1), xg.double().sum(1), tol * 50)
         check(f"amax warp {dtype} {cols} offset", reduce_ops.amax(xg, 1), torch.amax(xg, 1), 0)
     os.environ.pop("REDUCE_OPS_STRATEGY")
-    # Columns that are not whole 16-byte packs, reduced as rows of whole packs (the vectorized
-    # kernels), then each column's partials folded by a second launch (forced: at any size).
-    os.environ.update({"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "on"})
-    for shape, dim in [((8192, 77), 0), ((3, 4096, 77), 1), ((64, 50257), 0)]:
-        xc = torch.randn(shape, device=dev, dtype=dtype)
-        check(f"sum {dtype} {shape} row groups", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
-        check(f"amax {dtype} {shape} row groups", reduce_ops.amax(xc, dim), torch.amax(xc, dim), 0)
-    os.environ.pop("REDUCE_OPS_COLS_ROW_GROUPS")
-    # The same columns in blocks as wide as they are (forced: row groups off, full width at any
-    # size up to 1024 columns), split or not, with a middle dim, 1002 threads a block, and a
-    # two-level fold in groups of 3 segments (a partial last group).
-    os.environ.update({"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off",
-                       "REDUCE_OPS_COLS_FULL_WIDTH": "on"})
-    for shape, dim in [((8193, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0)]:
-        xc = torch.randn(shape, device=dev, dtype=dtype)
-        check(f"sum {dtype} {shape} full width", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
-        check(f"amax {dtype} {shape} full width", reduce_ops.amax(xc, dim), torch.amax(xc, dim), 0)
-    os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "3"
-    xc = torch.randn(20000, 77, device=dev, dtype=dtype)
-    check(f"sum {dtype} full width, groups of 3", reduce_ops.sum(xc, 0), xc.double().sum(0), tol * 50)
-    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_ROW_GROUPS", "REDUCE_OPS_COLS_FULL_WIDTH",
-                 "REDUCE_OPS_COLS_FOLD_GROUP"):
-        os.environ.pop(name)
-    # Packed row groups (forced: wherever they apply): one launch, the group values folded in
-    # shared memory; split, with a middle dim, 501 packs a block, blocks that take several work
-    # items (5000 outer indices), and a two-level fold in groups of 3 segments.
-    os.environ["REDUCE_OPS_COLS_PACKED"] = "on"
-    for shape, dim in [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1)]:
-        xc = torch.randn(shape, device=dev, dtype=dtype)
-        check(f"sum {dtype} {shape} packed", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
-        check(f"amax {dtype} {shape} packed", reduce_ops.amax(xc, dim), torch.amax(xc, dim), 0)
-    os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "3"
-    xc = torch.randn(20000, 77, device=dev, dtype=dtype)
-    check(f"sum {dtype} packed, groups of 3", reduce_ops.sum(xc, 0), xc.double().sum(0), tol * 50)
-    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_FOLD_GROUP"):
-        os.environ.pop(name)
+    # Columns that are not whole 16-byte packs, each path forced at any size: row groups (rows of
+    # whole packs by the vectorized kernels, each column's partials folded by a second launch);
+    # blocks as wide as the columns (up to 1024: 1002 threads a block), split or not; packed row
+    # groups (one launch, the group values folded in shared memory: 501 packs a block, blocks
+    # that take several work items with 5000 outer indices). With a middle dim; the last two
+    # also fold their splits in groups of 3 segments (a partial last group).
+    off = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
+    for label, knobs, shapes, fold3 in [
+            ("row groups", {**off, "REDUCE_OPS_COLS_ROW_GROUPS": "on"},
+             [((8192, 77), 0), ((3, 4096, 77), 1), ((64, 50257), 0)], False),
+            ("full width", {**off, "REDUCE_OPS_COLS_FULL_WIDTH": "on"},
+             [((8193, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0)], True),
+            ("packed", {"REDUCE_OPS_COLS_PACKED": "on"},
+             [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1)], True)]:
+        os.environ.update(knobs)
+        for shape, dim in shapes:
+            xc = torch.randn(shape, device=dev, dtype=dtype)
+            check(f"sum {dtype} {shape} {label}", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
+            check(f"amax {dtype} {shape} {label}", reduce_ops.amax(xc, dim), torch.amax(xc, dim), 0)
+        if fold3:
+            os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "3"
+            xc = torch.randn(20000, 77, device=dev, dtype=dtype)
+            check(f"sum {dtype} {label}, groups of 3", reduce_ops.sum(xc, 0), xc.double().sum(0), tol * 50)
+        for name in [*knobs, "REDUCE_OPS_COLS_FOLD_GROUP"]:
+            os.environ.pop(name, None)
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
     check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)
