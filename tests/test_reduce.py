@@ -716,6 +716,24 @@ def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
     assert (check_amax(negative, dim) < 0).all()
 
 
+# The automatic rule past the sizes above: packed row groups for 16-bit inputs from 16 MB (groups
+# of at most 256 packs: 77 columns), row groups (two launches) for wider 16-bit groups from 48 MiB
+# (1002 columns: 501 packs); "off" turns both off (the one-element kernel), for the same answer.
+@requires_cuda
+@pytest.mark.parametrize("mode", ["auto", "off"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("shape", [(131072, 77), (32768, 1002)], ids=str)
+def test_unaligned_columns_past_16_mb(monkeypatch, mode, dtype, shape):
+    if mode == "off":
+        monkeypatch.setenv("REDUCE_OPS_COLS_PACKED", "off")
+        monkeypatch.setenv("REDUCE_OPS_COLS_ROW_GROUPS", "off")
+    x = make_input(shape, dtype, "cuda")
+    check_sum(x, 0)
+    check_sum(x, 0, dtype=torch.float32)
+    check_amax(x, 0)
+    assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
+
+
 # ---- compensated CUDA sums -------------------------------------------------------------------
 
 def _hard_sum_inputs(n, device):
