@@ -6,6 +6,8 @@ torch.compile, on the shapes that set the column launcher's constants (CUDA only
     python scripts/tune_cols.py --variant bps8:REDUCE_OPS_COLS_BLOCKS_PER_SM=8 \
         --variant g16:REDUCE_OPS_COLS_FOLD_GROUP=16
     python scripts/tune_cols.py --dim -1 --shapes 1048576,16777216 --variant c16k:REDUCE_OPS_REDUCE_CHUNK=16384
+    python scripts/tune_cols.py --shapes 131072x77,32768x1002 --variant off:REDUCE_OPS_COLS_PACKED=off \
+        --variant one:REDUCE_OPS_COLS_PACKED=off,REDUCE_OPS_COLS_ROW_GROUPS=off
 
 Each variant NAME:VAR=VALUE[,VAR=VALUE] sets environment variables that the launcher reads at
 every call; "auto" runs with none. Timing is bench.py's for reductions (CUDA events after a
