@@ -18,7 +18,9 @@
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim, and blocks split it further when the
 //                             columns are few; their partials are folded in the same launch
-//                             (last block of a group, then last group), in a fixed order.
+//                             (last block of a group, then last group), in a fixed order. With
+//                             kPackedRound, columns that are not whole packs as rows of
+//                             `groups` rows that are, the groups folded by the last block.
 //   reduce_cols_few_kernel    small reductions over an outer dim (up to 2048 reduced rows): a
 //                             block reads all the rows of its columns at once, no split.
 //   fold_row_groups_kernel    the second launch of a column reduction whose columns are not
