@@ -398,6 +398,26 @@ struct RowEdges {
   }
 };
 
+// Softmax: exp(x - stat) of a thread's packs that lie in the row (in_row(p)), in place in f,
+// and their sum with its edges' (RowEdges::sum), added in that order.
+template <bool kNormal, typename Policy, int kPacks, int kVec, typename Acc, typename Fragment, typename InRow,
+          typename Edges>
+__device__ __forceinline__ Acc exps_in_place(Fragment& f, const InRow& in_row, Edges& edges, Acc stat) {
+  Acc sum = Acc(0);
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    if (in_row(p)) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const Acc t = Policy::template transform<kNormal>(f.get(p, k), stat);
+        f.set(p, k, t);
+        sum += t;
+      }
+    }
+  }
+  return sum + edges.template sum<kNormal>(stat);
+}
+
 // Runs body(std::true_type) where `normal` holds (every exp this thread is about to take is of
 // a normal result: Policy::exp_is_normal over its values' min and the max subtracted), else
 // body(std::false_type); the flag is per thread, so a thread with a wide range of values costs
@@ -759,18 +779,8 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     Acc sum = Acc(0), rescale = Acc(1);
     if constexpr (Policy::kNeedsSum) {
       with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
-#pragma unroll
-        for (int p = 0; p < kPacks; ++p) {
-          if (first + p * static_cast<int>(blockDim.x) < packs) {
-#pragma unroll
-            for (int k = 0; k < kVec; ++k) {
-              const Acc t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
-              f.set(p, k, t);
-              sum += t;
-            }
-          }
-        }
-        sum += edges.template sum<decltype(normal)::value>(stat);
+        const auto in_row = [&](int p) { return first + p * static_cast<int>(blockDim.x) < packs; };
+        sum = exps_in_place<decltype(normal)::value, Policy, kPacks, kVec>(f, in_row, edges, stat);
         if constexpr (kStaged) {  // summed only: the write takes exp of these again
 #pragma unroll
           for (int p = 0; p < kPacks; ++p) {
@@ -937,18 +947,7 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
     const Acc stat = policy.stat(m == MaxOp<Acc>::identity() ? Acc(0) : m);
     Acc sum = Acc(0);
     const auto exps = [&](auto normal) {
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        if (in_row(p)) {
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            const Acc t = Policy::template transform<decltype(normal)::value>(f.get(p, k), stat);
-            f.set(p, k, t);
-            sum += t;
-          }
-        }
-      }
-      sum += edges.template sum<decltype(normal)::value>(stat);
+      sum = exps_in_place<decltype(normal)::value, Policy, kPacks, kVec>(f, in_row, edges, stat);
     };
     if (Policy::exp_is_normal(fold.min(), stat)) {
       exps(std::true_type{});
