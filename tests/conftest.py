@@ -517,6 +517,24 @@ def unaligned_rows(case, dtype):
 UNALIGNED_ROW_CASES = ["short", "odd", "offset", "many"]
 
 
+def unaligned_row_cases(test):
+    """Parametrizes `test` over dtype and UNALIGNED_ROW_CASES (`case`) in the "smem" strategy,
+    the rows' middles by one bulk copy (sm_90+; `load` "auto") or by loads of packs ("packs");
+    CUDA only. The test takes the `smem_load` fixture, which forces both."""
+    test = pytest.mark.parametrize("case", UNALIGNED_ROW_CASES)(test)
+    test = pytest.mark.parametrize("load", ["auto", "packs"])(test)
+    test = pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)(test)
+    return requires_cuda(test)
+
+
+@pytest.fixture
+def smem_load(monkeypatch, load):
+    """unaligned_row_cases' strategy and load, forced for the test."""
+    force_row_strategy(monkeypatch, "smem")
+    if load == "packs":
+        monkeypatch.setenv("REDUCE_OPS_SMEM_LOAD", "packs")
+
+
 # Rows that are not whole 16-byte packs but lie in y as in x (a fresh output of x's shape, or x
 # itself): the register kernels take them "peeled", their 16-byte-aligned middles by packs and
 # their heads and tails an element a thread (row_norm.cuh's RowPacks / RowEdges). Every length is

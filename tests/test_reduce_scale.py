@@ -21,13 +21,13 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
-    UNALIGNED_ROW_CASES,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
     requires_cuda,
     row_count,
     strided_tensors,
+    unaligned_row_cases,
     unaligned_rows,
 )
 
@@ -427,16 +427,10 @@ def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
         check_reduce_scale_(x.clone(), eps=1e-3)
 
 
-@requires_cuda
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("load", ["auto", "packs"])
-@pytest.mark.parametrize("case", UNALIGNED_ROW_CASES)
-def test_reduce_scale_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, load):
+@unaligned_row_cases
+def test_reduce_scale_unaligned_rows_in_shared_memory(smem_load, dtype, case):
     # conftest.unaligned_rows, out of place and in place (x's rows written back at their own
     # misalignment).
-    force_row_strategy(monkeypatch, "smem")
-    if load == "packs":  # the rows' middles by loads of packs, not one bulk copy (sm_90+)
-        monkeypatch.setenv("REDUCE_OPS_SMEM_LOAD", "packs")
     for x in unaligned_rows(case, dtype):
         check_reduce_scale(x)
         check_reduce_scale(x, eps=1e-3)

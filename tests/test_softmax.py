@@ -21,12 +21,12 @@ from conftest import INNER_STRATEGIES, force_inner_strategy  # noqa: E402
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
-    UNALIGNED_ROW_CASES,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
     row_count,
     strided_tensors,
+    unaligned_row_cases,
     unaligned_rows,
 )
 
@@ -440,16 +440,10 @@ def test_softmax_every_cuda_strategy_strided_rows(monkeypatch, strategy):
     check_softmax(make_input((5000, 1024), torch.bfloat16, "cuda"), -1)
 
 
-@requires_cuda
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("load", ["auto", "packs"])
-@pytest.mark.parametrize("case", UNALIGNED_ROW_CASES)
-def test_softmax_unaligned_rows_in_shared_memory(monkeypatch, dtype, case, load):
+@unaligned_row_cases
+def test_softmax_unaligned_rows_in_shared_memory(smem_load, dtype, case):
     # conftest.unaligned_rows; special rows, and bfloat16 / half widened to float32 (the output
     # misaligned otherwise than x whatever the layout).
-    force_row_strategy(monkeypatch, "smem")
-    if load == "packs":  # the rows' middles by loads of packs, not one bulk copy (sm_90+)
-        monkeypatch.setenv("REDUCE_OPS_SMEM_LOAD", "packs")
     for x in unaligned_rows(case, dtype):
         check_softmax(x, -1)
         check_softmax(special_rows(x), -1)  # in x itself: a copy would be laid out afresh
