@@ -531,12 +531,12 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // second launch and no finished partials, so a compensated sum stays compensated to the end.
 // Needs x on 16 bytes, dense rows, outer slabs on whole packs and `groups` dividing the
 // reduced dim. Automatic for 16-bit types from 16 MB and any type from kRowGroupsLargeBytes
-// (192 MB, where row groups took them), within kPackedAutoPacks packs a row group (blocks of one
-// row of 257-1024 threads hold few rows in flight an SM). H200, us, the committed rule ->
-// packed, eager launches (h200_study/session53_packed_columns.txt): bfloat16 sums 131072 x 77
+// (192 MB, where row groups took them), within kPackedAutoPacks packs a row group (257-1024
+// packs leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
+// launches (h200_study/session53_packed_columns.txt, sections 2-3): bfloat16 sums 131072 x 77
 // (20 MB) 17.9 -> 15.0, 262144 x 77 26.8 -> 19.4, 65536 x 197 19.7 -> 17.2, 131072 x 197 30.7
-// -> 22.8, 2097152 x 77 (323 MB, row groups before) 86.6 -> 82.4; float32 sum 2097152 x 77
-// 164.0 -> 154.7, 524288 x 197 108.7 -> 104.8. Smaller inputs lost (bfloat16 sum 65536 x 77,
+// -> 22.8, 2097152 x 77 (323 MB, row groups before) 86.1 -> 82.4; float32 sum 2097152 x 77
+// 164.0 -> 152.5, 524288 x 197 108.0 -> 103.8. Smaller inputs lost (bfloat16 sum 65536 x 77,
 // 10 MB, 12.4 -> 12.7; float32 32768 x 197 16.7 -> 17.6); float32 from 40 to 103 MB went either
 // way (262144 x 77 sum 30.0 -> 28.4, 131072 x 197 33.7 -> 35.0); 501 and 513 packs lost at 33-66
 // MB (bfloat16 8192 x 2052 20.3 -> 25.8; float32 16384 x 1002 22.7 -> 30.1). 4 rows of packs a
