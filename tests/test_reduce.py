@@ -716,6 +716,23 @@ def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
     assert (check_amax(negative, dim) < 0).all()
 
 
+# Outer slabs apart in memory: x[:, :4096] of (3, 5000, 77) reduced over dim 1 (rows dense within
+# a slab, slabs 5000 rows apart: whole packs for every dtype), under each forced unaligned-column
+# path; the packed and row-group kernels step from slab to slab by the outer stride.
+@requires_cuda
+@pytest.mark.parametrize("mode", ["auto", "packed", "on", "full"])
+def test_unaligned_columns_of_a_slice(monkeypatch, mode, dtype):
+    off = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
+    knobs = {"packed": {"REDUCE_OPS_COLS_PACKED": "on"}, "on": {**off, "REDUCE_OPS_COLS_ROW_GROUPS": "on"},
+             "full": {**off, "REDUCE_OPS_COLS_FULL_WIDTH": "on"}}.get(mode, {})
+    for name, value in knobs.items():
+        monkeypatch.setenv(name, value)
+    x = make_input((3, 5000, 77), dtype, "cuda")[:, :4096]
+    check_sum(x, 1)
+    check_amax(x, 1)
+    assert_same_bits(reduce_ops.sum(x, 1), reduce_ops.sum(x, 1))
+
+
 # The automatic rule past the sizes above: packed row groups for 16-bit inputs from 16 MB (groups
 # of at most 256 packs: 77 columns), row groups (two launches) for wider 16-bit groups from 48 MiB
 # (1002 columns: 501 packs); "off" turns both off (the one-element kernel), for the same answer.
