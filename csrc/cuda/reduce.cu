@@ -300,6 +300,25 @@ void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// A column launch of one tile a work item (launch_cols_full_width, launch_cols_packed): the reduced
+// dim split in segments of whole rounds of `round_rows` rows over the SMs, up to `most` blocks an
+// SM (REDUCE_OPS_COLS_BLOCKS_PER_SM overrides), their folds as set_fold_groups sets them. False,
+// and nothing launched, where the folds would need more counters than there are.
+template <typename In, typename Out, typename R, typename Kernel>
+bool launch_cols_one_tile(Kernel kernel, const at::Tensor& xt, const at::Tensor& out_t, ColsArgs a, ColsLaunch l,
+                          int vec, int64_t round_rows, int64_t most, const R& r, cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(l.bx) * l.by * vec * sizeof(typename R::Acc);
+  const int64_t per_sm =
+      env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM", std::min<int64_t>(resident_blocks(kernel, l.bx * l.by, smem), most));
+  const int64_t rounds = ceil_div(a.reduced, round_rows);
+  a.chunk = std::min(ceil_div(a.outer * rounds, sm_count() * per_sm) * round_rows, a.reduced);
+  a.splits = ceil_div(a.reduced, a.chunk);
+  set_fold_groups(a, l.by);
+  if (cols_fold(a).counters > kMaxCounters) return false;
+  launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, vec, r, stream);
+  return true;
+}
+
 // Latency first ("wave"): a thread reads one round of rows (kColsRound rows of its kVec columns,
 // all in flight at once), or two where one wave of blocks cannot hold one-round segments; as
 // many rows of threads per block as the reduced dim fills (up to 32), lanes across the columns
@@ -462,7 +481,6 @@ constexpr int kFullWidthRows = 8;
 template <typename In, typename Out, typename R>
 bool launch_cols_full_width(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
-  using Acc = typename R::Acc;
   if (g.inner_stride != 1 || g.inner > kFullWidthCols) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool faster = g.inner <= kFullWidthAutoCols && bytes <= kFullWidthAutoBytes;
@@ -472,20 +490,24 @@ bool launch_cols_full_width(const at::Tensor& xt, const ReduceGeometry& g, const
   }
   ColsLaunch l{static_cast<int>(g.inner), 1};
   while (l.by < kFullWidthRows && l.bx * l.by * 2 <= 1024) l.by *= 2;
-  const auto kernel = reduce_cols_kernel<In, Out, R, 1>;
-  const int threads = l.bx * l.by;
-  const size_t smem = static_cast<size_t>(threads) * sizeof(Acc);
-  const int64_t per_sm = env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM",
-                                      std::min<int64_t>(resident_blocks(kernel, threads, smem), kFullWidthBlocksPerSM));
-  ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, 1, 1, g.reduced, 1, 1, 1};
-  const int64_t round_rows = static_cast<int64_t>(l.by) * 4 * kColsRound;
-  const int64_t rounds = ceil_div(g.reduced, round_rows);
-  a.chunk = std::min(ceil_div(g.outer * rounds, sm_count() * per_sm) * round_rows, g.reduced);
-  a.splits = ceil_div(g.reduced, a.chunk);
-  set_fold_groups(a, l.by);
-  if (cols_fold(a).counters > kMaxCounters) return false;
-  launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, 1, r, stream);
-  return true;
+  const ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, 1, 1, g.reduced, 1, 1, 1};
+  return launch_cols_one_tile<In, Out>(reduce_cols_kernel<In, Out, R, 1>, xt, out_t, a, l, 1,
+                                       static_cast<int64_t>(l.by) * 4 * kColsRound, kFullWidthBlocksPerSM, r, stream);
+}
+
+// The rows a row group of columns that are not whole 16-byte packs takes (kVec / gcd(cols, kVec)
+// dense rows make whole packs), where x's layout lets the (reduced / groups, groups * cols) view
+// be read by packs: dense rows, x and its outer slabs on 16 bytes, `groups` dividing the
+// reduced dim. 1 where there is no such view (whole packs already, or another layout).
+template <typename In>
+int64_t row_groups_of(const In* x, const ReduceGeometry& g) {
+  constexpr int64_t kVec = kMaxVec<In>;
+  const int64_t groups = kVec / std::gcd(g.inner, kVec);
+  if (groups == 1 || g.inner_stride != 1 || g.reduced_stride != g.inner || g.reduced % groups != 0 ||
+      g.outer_stride % kVec != 0 || !is_aligned(x, 16)) {
+    return 1;
+  }
+  return groups;
 }
 
 template <typename In, typename Out, typename R>
@@ -493,11 +515,8 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
                             cudaStream_t stream, const ForcedStrategy& forced) {
   using V = typename R::Value;
   constexpr int64_t kVec = kMaxVec<In>;
-  const int64_t groups = kVec / std::gcd(g.inner, kVec);
-  if (groups == 1 || g.inner_stride != 1 || g.reduced_stride != g.inner || g.reduced % groups != 0 ||
-      g.outer_stride % kVec != 0 || !is_aligned(xt.const_data_ptr<In>(), 16)) {
-    return false;
-  }
+  const int64_t groups = row_groups_of(xt.const_data_ptr<In>(), g);
+  if (groups == 1) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
   const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes ||
@@ -540,8 +559,8 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // 10 MB, 12.4 -> 12.7; float32 32768 x 197 16.7 -> 17.6); float32 from 40 to 103 MB went either
 // way (262144 x 77 sum 30.0 -> 28.4, 131072 x 197 33.7 -> 35.0); 501 and 513 packs lost at 33-66
 // MB (bfloat16 8192 x 2052 20.3 -> 25.8; float32 16384 x 1002 22.7 -> 30.1). 4 rows of packs a
-// round instead of 8 were 0-7% slower; fewer rows of threads slower still. REDUCE_OPS_COLS_PACKED=on takes it
-// wherever it applies, =off never.
+// round instead of 8 were 0-7% slower; fewer rows of threads slower still.
+// REDUCE_OPS_COLS_PACKED=on takes it wherever it applies, =off never.
 constexpr int kPackedRound = 2 * kColsRound;
 constexpr int kPackedRows = 8;
 constexpr int64_t kPackedBlocksPerSM = 4;
@@ -552,12 +571,9 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
                         cudaStream_t stream) {
   using Acc = typename R::Acc;
   constexpr int64_t kVec = kMaxVec<In>;
-  const int64_t groups = kVec / std::gcd(g.inner, kVec);
+  const int64_t groups = row_groups_of(xt.const_data_ptr<In>(), g);
   const int64_t packs = g.inner * groups / kVec;  // a row group's packs: one thread each
-  if (groups == 1 || g.inner_stride != 1 || g.reduced_stride != g.inner || g.reduced % groups != 0 ||
-      g.outer_stride % kVec != 0 || packs > 1024 || !is_aligned(xt.const_data_ptr<In>(), 16)) {
-    return false;
-  }
+  if (groups == 1 || packs > 1024) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool faster =
       packs <= kPackedAutoPacks && bytes >= (sizeof(In) == 2 ? kPacked16BitMinBytes : kRowGroupsLargeBytes);
@@ -571,20 +587,11 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (packs > max_threads) return false;
   ColsLaunch l{static_cast<int>(packs), 1};
   while (l.by < kPackedRows && l.bx * l.by * 2 <= max_threads) l.by *= 2;
-  const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
-  const int64_t per_sm = env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM",
-                                      std::min<int64_t>(resident_blocks(kernel, l.bx * l.by, smem), kPackedBlocksPerSM));
   const int64_t rows = g.reduced / groups, cols = g.inner * groups;
   ColsArgs a{g.outer, rows, cols, g.outer_stride, cols, 1, 1, rows, 1, 1, 1};
   a.group_cols = g.inner;
-  const int64_t round_rows = static_cast<int64_t>(l.by) * kPackedRound;
-  const int64_t rounds = ceil_div(rows, round_rows);
-  a.chunk = std::min(ceil_div(g.outer * rounds, sm_count() * per_sm) * round_rows, rows);
-  a.splits = ceil_div(rows, a.chunk);
-  set_fold_groups(a, l.by);
-  if (cols_fold(a).counters > kMaxCounters) return false;
-  launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, kVec, r, stream);
-  return true;
+  return launch_cols_one_tile<In, Out>(kernel, xt, out_t, a, l, kVec, static_cast<int64_t>(l.by) * kPackedRound,
+                                       kPackedBlocksPerSM, r, stream);
 }
 
 // Columns: a block reading the whole reduced dim at once where one can and the blocks fit in one
