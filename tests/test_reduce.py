@@ -662,6 +662,25 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
         check_sum(x, 0, dtype=torch.float32)
 
 
+# The unaligned-column paths, forced by mode (reduce.cu's launch_cols_*; described below).
+_COLUMN_PATHS_OFF = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
+_FULL_WIDTH = {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
+UNALIGNED_COLUMN_MODES = {
+    "auto": {},
+    "on": {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "on"},
+    "full": _FULL_WIDTH,
+    "fold3": {**_FULL_WIDTH, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
+    "one": {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "off"},
+    "packed": {"REDUCE_OPS_COLS_PACKED": "on"},
+    "packed3": {"REDUCE_OPS_COLS_PACKED": "on", "REDUCE_OPS_COLS_FOLD_GROUP": "3", "REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"},
+}
+
+
+def force_column_path(monkeypatch, mode):
+    for name, value in UNALIGNED_COLUMN_MODES[mode].items():
+        monkeypatch.setenv(name, value)
+
+
 # Columns that are not whole 16-byte packs (CUDA). Row groups (reduce.cu's
 # launch_cols_row_groups): groups of kVec / gcd(cols, kVec) rows (kVec = 16 / itemsize) make whole
 # packs, the vectorized kernels reduce the (rows / groups, groups * cols) view, and a second
@@ -680,21 +699,13 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
 # and infinities in the first and last rows (the first and last group), negative columns, and
 # the same bits on every call.
 @requires_cuda
-@pytest.mark.parametrize("mode", ["auto", "on", "full", "fold3", "one", "packed", "packed3"])
+@pytest.mark.parametrize("mode", list(UNALIGNED_COLUMN_MODES))
 @pytest.mark.parametrize("shape,dim", [((8192, 77), 0), ((4096, 197), 0), ((1024, 1002), 0), ((1024, 2052), 0),
                                        ((3, 4096, 77), 1), ((64, 50257), 0), ((65536, 77), 0), ((8193, 77), 0),
                                        ((16, 77), 0), ((2, 64, 197), 1), ((2048, 197), 0), ((5000, 8, 77), 1)],
                          ids=str)
 def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
-    full = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
-    packed = {"REDUCE_OPS_COLS_PACKED": "on"}
-    knobs = {"on": {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "on"}, "full": full, "fold3": {**full, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
-             "one": {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off",
-                     "REDUCE_OPS_COLS_FULL_WIDTH": "off"},
-             "packed": packed,
-             "packed3": {**packed, "REDUCE_OPS_COLS_FOLD_GROUP": "3", "REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"}}.get(mode, {})
-    for name, value in knobs.items():
-        monkeypatch.setenv(name, value)
+    force_column_path(monkeypatch, mode)
     x = make_input(shape, dtype, "cuda")
     check_sum(x, dim)
     check_amax(x, dim)
@@ -722,11 +733,7 @@ def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
 @requires_cuda
 @pytest.mark.parametrize("mode", ["auto", "packed", "on", "full"])
 def test_unaligned_columns_of_a_slice(monkeypatch, mode, dtype):
-    off = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
-    knobs = {"packed": {"REDUCE_OPS_COLS_PACKED": "on"}, "on": {**off, "REDUCE_OPS_COLS_ROW_GROUPS": "on"},
-             "full": {**off, "REDUCE_OPS_COLS_FULL_WIDTH": "on"}}.get(mode, {})
-    for name, value in knobs.items():
-        monkeypatch.setenv(name, value)
+    force_column_path(monkeypatch, mode)
     x = make_input((3, 5000, 77), dtype, "cuda")[:, :4096]
     check_sum(x, 1)
     check_amax(x, 1)
@@ -742,8 +749,8 @@ def test_unaligned_columns_of_a_slice(monkeypatch, mode, dtype):
 @pytest.mark.parametrize("shape", [(131072, 77), (32768, 1002)], ids=str)
 def test_unaligned_columns_past_16_mb(monkeypatch, mode, dtype, shape):
     if mode == "off":
-        monkeypatch.setenv("REDUCE_OPS_COLS_PACKED", "off")
-        monkeypatch.setenv("REDUCE_OPS_COLS_ROW_GROUPS", "off")
+        for name, value in _COLUMN_PATHS_OFF.items():
+            monkeypatch.setenv(name, value)
     x = make_input(shape, dtype, "cuda")
     check_sum(x, 0)
     check_sum(x, 0, dtype=torch.float32)
