@@ -690,9 +690,10 @@ def force_column_path(monkeypatch, mode):
 # to 1024 columns, row groups off; "fold3": their splits folded in groups of 3 segments), and
 # past that, or with both off ("one"), the one-element kernel's 32-lane tiles. Packed row groups
 # (launch_cols_packed: the same view in one launch, a block as wide as a group's packs, each
-# column's group values folded in shared memory by the block that ends the split's folds;
-# "packed": wherever it applies, up to 1024 packs, groups dividing the rows, x on 16 bytes;
-# "packed3": its splits folded in groups of 3 segments, 8 blocks an SM). Odd and even column
+# block folding its columns' group values in shared memory before its partial goes out, the last
+# block the partials with every thread; "packed": wherever it applies, up to 1024 packs, groups
+# dividing the rows, x on 16 bytes; "packed3": its splits folded in groups of 3 segments, two
+# levels, 8 blocks an SM). Odd and even column
 # counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an outer index > 1; 5000 of them:
 # blocks that take several work items), few and many reduced rows (no split; one block's reach,
 # the wave and streaming plans), a row count no group size divides and a start off 16 bytes; NaN

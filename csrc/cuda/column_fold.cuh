@@ -135,10 +135,10 @@ __device__ __forceinline__ void fold_partial_rows(const typename R::Acc* rows, i
 // Publishes thread row 0's kVec values at `dst` and counts this block's arrival at `counter`:
 // true in every thread of the block whose arrival is the `expected`-th (the last), which then
 // sees every partial the others published and resets the counter.
-template <typename Acc, int kVec>
-__device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
-                                                   unsigned* counter, unsigned expected, bool* last) {
-  if (threadIdx.y == 0 && in_range) PartialRun<Acc, kVec>::store(dst, acc);
+// Counts this block's arrival at `counter` once its threads have stored their partials: true in
+// every thread of the block whose arrival is the `expected`-th (the last), which then sees every
+// partial the others stored and resets the counter. Every thread must call it.
+__device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned expected, bool* last) {
   __syncthreads();  // every partial of the block is stored before the arrival releases them
   if (threadIdx.x == 0 && threadIdx.y == 0) {
     *last = arrive_acq_rel(counter) == expected - 1;
@@ -146,6 +146,13 @@ __device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* 
   }
   __syncthreads();
   return *last;
+}
+
+template <typename Acc, int kVec>
+__device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
+                                                   unsigned* counter, unsigned expected, bool* last) {
+  if (threadIdx.y == 0 && in_range) PartialRun<Acc, kVec>::store(dst, acc);
+  return arrive_last(counter, expected, last);
 }
 
 // The folds after a block has its work item's values in acc (kVec columns a thread, rows of
@@ -184,6 +191,49 @@ __device__ __forceinline__ bool fold_segments(typename R::Acc (&acc)[kVec], cons
   return true;
 }
 
+// Rows of partials a thread of fold_rows_wide loads at once: 16 registers of them.
+template <typename Acc>
+constexpr int kWideFoldBatch = sizeof(Acc) <= 4 ? 16 : 8;
+
+// Rows [0, n) of `rows` (row stride `stride`), `cols` columns, folded by every thread of the block
+// at once: `lanes` = max(1, threads / cols) threads a column, lane l folding rows l, l + lanes,
+// ... in order (kWideFoldBatch loads in flight), then column c's lanes folded in order into
+// smem[c]. For partial rows narrower than the block (a packed row group's columns): one block
+// folding 128 rows of 77 columns this way waits on one or two loads, where a thread's own kVec
+// columns took a row at a time. `smem` holds max(threads, cols) values and is not read by anyone
+// when it is called; every thread must call it.
+template <typename R>
+__device__ __forceinline__ void fold_rows_wide(const typename R::Acc* rows, int64_t n, int64_t stride, int cols,
+                                               typename R::Acc* smem, const R& r) {
+  using Acc = typename R::Acc;
+  constexpr int kBatch = kWideFoldBatch<Acc>;
+  const int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
+  const int lanes = threads / cols > 1 ? threads / cols : 1;
+  for (int u = t; u < lanes * cols; u += threads) {
+    const int c = u % cols, lane = u / cols;
+    Acc acc = R::identity();
+    for (int64_t j = lane; j < n; j += static_cast<int64_t>(kBatch) * lanes) {
+      Acc v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (j + b * lanes < n) v[b] = load_cg(rows + (j + b * lanes) * stride + c);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (j + b * lanes < n) acc = r(acc, v[b]);
+      }
+    }
+    smem[u] = acc;  // u = lane * cols + c
+  }
+  __syncthreads();
+  for (int c = t; c < cols; c += threads) {
+    Acc s = smem[c];
+    for (int lane = 1; lane < lanes; ++lane) s = r(s, smem[lane * cols + c]);
+    smem[c] = s;
+  }
+  __syncthreads();
+}
+
 // ---- Host side ---------------------------------------------------------------------------------
 
 // Rows the per-stream counter buffer serves; a split needs rows < sm_count * kBlocksPerSM,
@@ -215,6 +265,17 @@ inline void set_fold_groups(ColsArgs& a, int by) {
     a.group = by;
     while (a.group * a.group < a.splits) a.group += by;
   }
+  a.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", a.group);
+  a.groups = ceil_div(a.splits, a.group);
+}
+
+// The same for folds by fold_rows_wide with `lanes` threads a column, `batch` rows a load round:
+// one level while a lane folds at most two rounds of rows, else groups of one round a lane.
+inline void set_wide_fold_groups(ColsArgs& a, int64_t lanes, int64_t batch) {
+  a.group = a.splits;
+  a.groups = 1;
+  if (a.splits == 1) return;
+  if (ceil_div(a.splits, lanes) > 2 * batch) a.group = lanes * batch;
   a.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", a.group);
   a.groups = ceil_div(a.splits, a.group);
 }

@@ -302,18 +302,25 @@ void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out
 
 // A column launch of one tile a work item (launch_cols_full_width, launch_cols_packed): the reduced
 // dim split in segments of whole rounds of `round_rows` rows over the SMs, up to `most` blocks an
-// SM (REDUCE_OPS_COLS_BLOCKS_PER_SM overrides), their folds as set_fold_groups sets them. False,
-// and nothing launched, where the folds would need more counters than there are.
+// SM (REDUCE_OPS_COLS_BLOCKS_PER_SM overrides), their folds as set_fold_groups sets them, or with
+// wide_cols > 0 as set_wide_fold_groups does for fold_rows_wide over partial rows of wide_cols
+// columns (the packed kernel). False, and nothing launched, where the folds would need more
+// counters than there are.
 template <typename In, typename Out, typename R, typename Kernel>
 bool launch_cols_one_tile(Kernel kernel, const at::Tensor& xt, const at::Tensor& out_t, ColsArgs a, ColsLaunch l,
-                          int vec, int64_t round_rows, int64_t most, const R& r, cudaStream_t stream) {
+                          int vec, int64_t round_rows, int64_t most, const R& r, cudaStream_t stream,
+                          int64_t wide_cols = 0) {
   const size_t smem = static_cast<size_t>(l.bx) * l.by * vec * sizeof(typename R::Acc);
   const int64_t per_sm =
       env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM", std::min<int64_t>(resident_blocks(kernel, l.bx * l.by, smem), most));
   const int64_t rounds = ceil_div(a.reduced, round_rows);
   a.chunk = std::min(ceil_div(a.outer * rounds, sm_count() * per_sm) * round_rows, a.reduced);
   a.splits = ceil_div(a.reduced, a.chunk);
-  set_fold_groups(a, l.by);
+  if (wide_cols > 0) {
+    set_wide_fold_groups(a, std::max<int64_t>(1, l.bx * l.by / wide_cols), kWideFoldBatch<typename R::Acc>);
+  } else {
+    set_fold_groups(a, l.by);
+  }
   if (cols_fold(a).counters > kMaxCounters) return false;
   launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, vec, r, stream);
   return true;
@@ -591,7 +598,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   ColsArgs a{g.outer, rows, cols, g.outer_stride, cols, 1, 1, rows, 1, 1, 1};
   a.group_cols = g.inner;
   return launch_cols_one_tile<In, Out>(kernel, xt, out_t, a, l, kVec, static_cast<int64_t>(l.by) * kPackedRound,
-                                       kPackedBlocksPerSM, r, stream);
+                                       kPackedBlocksPerSM, r, stream, g.inner);
 }
 
 // Columns: a block reading the whole reduced dim at once where one can and the blocks fit in one

@@ -20,7 +20,8 @@
 //                             columns are few; their partials are folded in the same launch
 //                             (last block of a group, then last group), in a fixed order. With
 //                             kPackedRound, columns that are not whole packs as rows of
-//                             `groups` rows that are, the groups folded by the last block.
+//                             `groups` rows that are, the groups folded by each block before
+//                             its partial goes out, the partials by every thread of the last.
 //   reduce_cols_few_kernel    small reductions over an outer dim (up to 2048 reduced rows): a
 //                             block reads all the rows of its columns at once, no split.
 //   fold_row_groups_kernel    the second launch of a column reduction whose columns are not
@@ -659,14 +660,23 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
 
 // Packed row groups (reduce_cols_kernel<..., kPackedRound > 0>): the kernel reduced the
 // (reduced / groups, groups * cols) view of dense rows of `cols` columns in one column tile, so
-// that wide column w holds column w % cols of rows w / cols, w / cols + groups, ... Thread row 0's
-// values go through shared memory (`smem` holds at least a.inner values) and each column folds
-// its `groups` values in order, from group 0: the same order on every run.
+// that wide column w holds column w % cols of rows w / cols, w / cols + groups, ... After the rows
+// of threads fold, thread row 0's values go through shared memory and each column folds its
+// `groups` values in order, from group 0: the block's partial is one row of `cols` values
+// (a.outer of them in a row of partials, [outer][cols]), the segments' rows folded by the last
+// block with every thread (fold_rows_wide), a group's then the groups' as set_wide_fold_groups
+// sets them. The same order on every run. `smem` holds the block's threads * kVec values.
+// H200, kernel time (h200_study/session54_columns.txt): the kVec-column folds of the other
+// column kernels (fold_segments, two levels) took 3.0-5.7 us of the packed kernel's 9.4-14.4 at
+// 10-40 MB, where its loads alone took 5.1-11.9 (torch.compile's split kernel 4.9-11.8, its fold
+// kernel 1.4-1.9 more).
 template <typename Out, typename R, int kVec>
-__device__ __forceinline__ void fold_packed_groups(const typename R::Acc (&acc)[kVec], const ColsArgs& a, int64_t i,
-                                                   bool in_range, int64_t o, typename R::Acc* smem, Out* out,
-                                                   const R& r) {
+__device__ __forceinline__ void fold_packed(typename R::Acc (&acc)[kVec], const ColsArgs& a,
+                                            const ColsScratch<typename R::Acc>& scratch, int64_t seg, int64_t o,
+                                            int64_t i, bool in_range, typename R::Acc* smem, bool* last, Out* out,
+                                            const R& r) {
   using Acc = typename R::Acc;
+  fold_thread_rows(acc, smem, r);
   if (threadIdx.y == 0 && in_range) {
 #pragma unroll
     for (int k = 0; k < kVec; ++k) smem[i + k] = acc[k];
@@ -674,16 +684,37 @@ __device__ __forceinline__ void fold_packed_groups(const typename R::Acc (&acc)[
   __syncthreads();
   const int cols = static_cast<int>(a.group_cols);
   const int groups = static_cast<int>(a.inner / a.group_cols);
-  for (int c = threadIdx.y * blockDim.x + threadIdx.x; c < cols; c += blockDim.x * blockDim.y) {
+  const int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
+  const int64_t width = a.outer * a.group_cols;  // a row of partials
+  for (int c = t; c < cols; c += threads) {
     Acc s = smem[c];
     for (int j = 1; j < groups; ++j) s = r(s, smem[j * cols + c]);
-    out[o * cols + c] = static_cast<Out>(r.finish(s));
+    if (a.splits == 1) {
+      out[o * cols + c] = static_cast<Out>(r.finish(s));
+    } else {
+      scratch.partial[seg * width + o * cols + c] = s;
+    }
   }
+  if (a.splits == 1) {
+    __syncthreads();  // smem is rewritten by the next item's folds
+    return;
+  }
+  const int64_t g = seg / a.group;
+  const int64_t members = (a.splits - g * a.group < a.group) ? a.splits - g * a.group : a.group;
+  if (!arrive_last(scratch.counters + o * a.groups + g, static_cast<unsigned>(members), last)) return;
+  fold_rows_wide(scratch.partial + g * a.group * width + o * cols, members, width, cols, smem, r);
+  if (a.groups > 1) {
+    Acc* group_partial = scratch.partial + a.splits * width;
+    for (int c = t; c < cols; c += threads) group_partial[g * width + o * cols + c] = smem[c];
+    if (!arrive_last(scratch.counters + a.outer * a.groups + o, static_cast<unsigned>(a.groups), last)) return;
+    fold_rows_wide(group_partial + o * cols, a.groups, width, cols, smem, r);
+  }
+  for (int c = t; c < cols; c += threads) out[o * cols + c] = static_cast<Out>(r.finish(smem[c]));
   __syncthreads();  // smem is rewritten by the next item's folds
 }
 
 // Block: blockDim.x threads across columns (kVec each), blockDim.y across the reduced dim.
-// kPackedRound > 0: the view is packed row groups (fold_packed_groups; one column tile), each
+// kPackedRound > 0: the view is packed row groups (fold_packed; one column tile), each
 // thread loading kPackedRound rows of packs at once.
 template <typename In, typename Out, typename R, int kVec, int kPackedRound = 0>
 __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ out, ColsArgs a,
@@ -790,12 +821,12 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         }
       }
     }
-    const int64_t col = o * a.inner + i;  // this thread's first column in out and the partials
-    if (!fold_segments(acc, a, scratch, seg, o * tiles + tile, col, in_range, smem, &last, r)) continue;
     if constexpr (kPackedRound > 0) {
-      fold_packed_groups<Out>(acc, a, i, in_range, o, smem, out, r);
+      fold_packed<Out>(acc, a, scratch, seg, o, i, in_range, smem, &last, out, r);
       continue;
     }
+    const int64_t col = o * a.inner + i;  // this thread's first column in out and the partials
+    if (!fold_segments(acc, a, scratch, seg, o * tiles + tile, col, in_range, smem, &last, r)) continue;
     if (threadIdx.y == 0 && in_range) {
       if constexpr (kVec > 1) {
         store_columns<Out>(out + col, acc, r);
