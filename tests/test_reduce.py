@@ -741,14 +741,15 @@ def test_unaligned_columns_of_a_slice(monkeypatch, mode, dtype):
     assert_same_bits(reduce_ops.sum(x, 1), reduce_ops.sum(x, 1))
 
 
-# The automatic rule past the sizes above: packed row groups for 16-bit inputs from 16 MB (groups
-# of at most 256 packs: 77 columns), row groups (two launches) for wider 16-bit groups from 48 MiB
-# (1002 columns: 501 packs); "off" turns both off (the one-element kernel), for the same answer.
+# The automatic rule past the sizes above: packed row groups for 16-bit inputs from 6 MB (groups
+# of at most 256 packs: 77 columns; 49152 x 77 is 7.6 MB, 131072 x 77 20 MB), row groups (two
+# launches) for wider 16-bit groups from 48 MiB (1002 columns: 501 packs); "off" turns both off
+# (the one-element kernel), for the same answer.
 @requires_cuda
 @pytest.mark.parametrize("mode", ["auto", "off"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("shape", [(131072, 77), (32768, 1002)], ids=str)
-def test_unaligned_columns_past_16_mb(monkeypatch, mode, dtype, shape):
+@pytest.mark.parametrize("shape", [(49152, 77), (131072, 77), (32768, 1002)], ids=str)
+def test_unaligned_columns_large_automatic(monkeypatch, mode, dtype, shape):
     if mode == "off":
         for name, value in _COLUMN_PATHS_OFF.items():
             monkeypatch.setenv(name, value)

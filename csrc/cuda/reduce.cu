@@ -552,11 +552,12 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // does, but in one column tile: a block as wide as a row group's packs (up to 1024 threads, and
 // the kernel's registers), up to kPackedRows rows of threads each loading kPackedRound rows of
 // packs at once, the reduced dim split in segments of such rounds over up to
-// kPackedBlocksPerSM blocks an SM (fewer where fewer fit). The block that ends a column tile's
-// folds then folds each column's `groups` values in shared memory (fold_packed_groups): no
-// second launch and no finished partials, so a compensated sum stays compensated to the end.
-// Needs x on 16 bytes, dense rows, outer slabs on whole packs and `groups` dividing the
-// reduced dim. Automatic for 16-bit types from 16 MB and any type from kRowGroupsLargeBytes
+// kPackedBlocksPerSM blocks an SM (fewer where fewer fit). Each block folds its columns' `groups`
+// values in shared memory before its partial goes out, and the last block folds the partials
+// with every thread (fold_packed): no second launch and no finished partials, so a compensated
+// sum stays compensated to the end. Needs x on 16 bytes, dense rows, outer slabs on whole packs
+// and `groups` dividing the reduced dim. Automatic for 16-bit types from 6 MB (16 MB until the
+// folds by every thread of the last block, below) and any type from kRowGroupsLargeBytes
 // (192 MB, where row groups took them), within kPackedAutoPacks packs a row group (257-1024
 // packs leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
 // launches (h200_study/session53_packed_columns.txt, sections 2-3): bfloat16 sums 131072 x 77
@@ -566,12 +567,16 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // 10 MB, 12.4 -> 12.7; float32 32768 x 197 16.7 -> 17.6); float32 from 40 to 103 MB went either
 // way (262144 x 77 sum 30.0 -> 28.4, 131072 x 197 33.7 -> 35.0); 501 and 513 packs lost at 33-66
 // MB (bfloat16 8192 x 2052 20.3 -> 25.8; float32 16384 x 1002 22.7 -> 30.1). 4 rows of packs a
-// round instead of 8 were 0-7% slower; fewer rows of threads slower still.
+// round instead of 8 were 0-7% slower; fewer rows of threads slower still. Session 54
+// (h200_study/session54_columns.txt, section 3), with fold_packed, eager launches, us, the rule
+// before -> packed: bfloat16 sums 16384 x 197 (6.5 MB) 11.39 -> 11.17, 65536 x 77 (10 MB) 12.16
+// -> 11.46, 32768 x 197 14.88 -> 14.05; 32768 x 77 (5 MB) 10.34 -> 10.30, even; float32 lost
+// from 5 to 103 MB but at 80 MB (262144 x 77 30.14 -> 28.48), so it keeps its bound.
 // REDUCE_OPS_COLS_PACKED=on takes it wherever it applies, =off never.
 constexpr int kPackedRound = 2 * kColsRound;
 constexpr int kPackedRows = 8;
 constexpr int64_t kPackedBlocksPerSM = 4;
-constexpr int64_t kPacked16BitMinBytes = int64_t{16} << 20;
+constexpr int64_t kPacked16BitMinBytes = int64_t{6} << 20;
 
 template <typename In, typename Out, typename R>
 bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
