@@ -304,7 +304,7 @@ void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out
 // dim split in segments of whole rounds of `round_rows` rows over the SMs, up to `most` blocks an
 // SM (REDUCE_OPS_COLS_BLOCKS_PER_SM overrides), their folds as set_fold_groups sets them, or with
 // wide_cols > 0 as set_wide_fold_groups does for fold_rows_wide over partial rows of wide_cols
-// columns (the packed kernel). False, and nothing launched, where the folds would need more
+// columns (the packed kernel; padded to 16-byte words). False, and nothing launched, where the folds would need more
 // counters than there are.
 template <typename In, typename Out, typename R, typename Kernel>
 bool launch_cols_one_tile(Kernel kernel, const at::Tensor& xt, const at::Tensor& out_t, ColsArgs a, ColsLaunch l,
@@ -317,7 +317,8 @@ bool launch_cols_one_tile(Kernel kernel, const at::Tensor& xt, const at::Tensor&
   a.chunk = std::min(ceil_div(a.outer * rounds, sm_count() * per_sm) * round_rows, a.reduced);
   a.splits = ceil_div(a.reduced, a.chunk);
   if (wide_cols > 0) {
-    set_wide_fold_groups(a, std::max<int64_t>(1, l.bx * l.by / wide_cols), kWideFoldBatch<typename R::Acc>);
+    const int64_t words = ceil_div(wide_cols, int64_t{kWideFoldWords<typename R::Acc>});
+    set_wide_fold_groups(a, std::max<int64_t>(1, l.bx * l.by / words), kWideFoldBatch);
   } else {
     set_fold_groups(a, l.by);
   }

@@ -662,14 +662,15 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
 // (reduced / groups, groups * cols) view of dense rows of `cols` columns in one column tile, so
 // that wide column w holds column w % cols of rows w / cols, w / cols + groups, ... After the rows
 // of threads fold, thread row 0's values go through shared memory and each column folds its
-// `groups` values in order, from group 0: the block's partial is one row of `cols` values
-// (a.outer of them in a row of partials, [outer][cols]), the segments' rows folded by the last
+// `groups` values in order, from group 0: the block's partial is one row of `cols` values,
+// padded with the identity to whole 16-byte words (a.outer of them in a row of partials,
+// [outer][padded]), the segments' rows folded by the last
 // block with every thread (fold_rows_wide), a group's then the groups' as set_wide_fold_groups
 // sets them. The same order on every run. `smem` holds the block's threads * kVec values.
 // H200, kernel time (h200_study/session54_columns.txt): the kVec-column folds of the other
 // column kernels (fold_segments, two levels) took 3.0-5.7 us of the packed kernel's 9.4-14.4 at
 // 10-40 MB, where its loads alone took 5.1-11.9 (torch.compile's split kernel 4.9-11.8, its fold
-// kernel 1.4-1.9 more).
+// kernel 1.4-1.9 more); these folds took 1.0-1.6 us off (sections 3 and 7).
 template <typename Out, typename R, int kVec>
 __device__ __forceinline__ void fold_packed(typename R::Acc (&acc)[kVec], const ColsArgs& a,
                                             const ColsScratch<typename R::Acc>& scratch, int64_t seg, int64_t o,
@@ -685,14 +686,19 @@ __device__ __forceinline__ void fold_packed(typename R::Acc (&acc)[kVec], const 
   const int cols = static_cast<int>(a.group_cols);
   const int groups = static_cast<int>(a.inner / a.group_cols);
   const int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
-  const int64_t width = a.outer * a.group_cols;  // a row of partials
-  for (int c = t; c < cols; c += threads) {
-    Acc s = smem[c];
-    for (int j = 1; j < groups; ++j) s = r(s, smem[j * cols + c]);
+  constexpr int kW = kWideFoldWords<Acc>;
+  const int padded = (cols + kW - 1) / kW * kW;
+  const int64_t width = a.outer * padded;  // a row of partials
+  for (int c = t; c < padded; c += threads) {
+    Acc s = R::identity();
+    if (c < cols) {
+      s = smem[c];
+      for (int j = 1; j < groups; ++j) s = r(s, smem[j * cols + c]);
+    }
     if (a.splits == 1) {
-      out[o * cols + c] = static_cast<Out>(r.finish(s));
+      if (c < cols) out[o * cols + c] = static_cast<Out>(r.finish(s));
     } else {
-      scratch.partial[seg * width + o * cols + c] = s;
+      scratch.partial[seg * width + o * padded + c] = s;
     }
   }
   if (a.splits == 1) {
@@ -702,12 +708,12 @@ __device__ __forceinline__ void fold_packed(typename R::Acc (&acc)[kVec], const 
   const int64_t g = seg / a.group;
   const int64_t members = (a.splits - g * a.group < a.group) ? a.splits - g * a.group : a.group;
   if (!arrive_last(scratch.counters + o * a.groups + g, static_cast<unsigned>(members), last)) return;
-  fold_rows_wide(scratch.partial + g * a.group * width + o * cols, members, width, cols, smem, r);
+  fold_rows_wide(scratch.partial + g * a.group * width + o * padded, members, width, padded, smem, r);
   if (a.groups > 1) {
     Acc* group_partial = scratch.partial + a.splits * width;
-    for (int c = t; c < cols; c += threads) group_partial[g * width + o * cols + c] = smem[c];
+    for (int c = t; c < padded; c += threads) group_partial[g * width + o * padded + c] = smem[c];
     if (!arrive_last(scratch.counters + a.outer * a.groups + o, static_cast<unsigned>(a.groups), last)) return;
-    fold_rows_wide(group_partial + o * cols, a.groups, width, cols, smem, r);
+    fold_rows_wide(group_partial + o * padded, a.groups, width, padded, smem, r);
   }
   for (int c = t; c < cols; c += threads) out[o * cols + c] = static_cast<Out>(r.finish(smem[c]));
   __syncthreads();  // smem is rewritten by the next item's folds
