@@ -132,9 +132,6 @@ __device__ __forceinline__ void fold_partial_rows(const typename R::Acc* rows, i
   }
 }
 
-// Publishes thread row 0's kVec values at `dst` and counts this block's arrival at `counter`:
-// true in every thread of the block whose arrival is the `expected`-th (the last), which then
-// sees every partial the others published and resets the counter.
 // Counts this block's arrival at `counter` once its threads have stored their partials: true in
 // every thread of the block whose arrival is the `expected`-th (the last), which then sees every
 // partial the others stored and resets the counter. Every thread must call it.
@@ -148,6 +145,7 @@ __device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned expected
   return *last;
 }
 
+// Publishes thread row 0's kVec values at `dst` and counts this block's arrival as arrive_last.
 template <typename Acc, int kVec>
 __device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
                                                    unsigned* counter, unsigned expected, bool* last) {

@@ -304,8 +304,8 @@ void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out
 // dim split in segments of whole rounds of `round_rows` rows over the SMs, up to `most` blocks an
 // SM (REDUCE_OPS_COLS_BLOCKS_PER_SM overrides), their folds as set_fold_groups sets them, or with
 // wide_cols > 0 as set_wide_fold_groups does for fold_rows_wide over partial rows of wide_cols
-// columns (the packed kernel; padded to 16-byte words). False, and nothing launched, where the folds would need more
-// counters than there are.
+// columns (the packed kernel; padded to 16-byte words). False, and nothing launched, where the
+// folds would need more counters than there are.
 template <typename In, typename Out, typename R, typename Kernel>
 bool launch_cols_one_tile(Kernel kernel, const at::Tensor& xt, const at::Tensor& out_t, ColsArgs a, ColsLaunch l,
                           int vec, int64_t round_rows, int64_t most, const R& r, cudaStream_t stream,
@@ -569,10 +569,12 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // way (262144 x 77 sum 30.0 -> 28.4, 131072 x 197 33.7 -> 35.0); 501 and 513 packs lost at 33-66
 // MB (bfloat16 8192 x 2052 20.3 -> 25.8; float32 16384 x 1002 22.7 -> 30.1). 4 rows of packs a
 // round instead of 8 were 0-7% slower; fewer rows of threads slower still. Session 54
-// (h200_study/session54_columns.txt, section 3), with fold_packed, eager launches, us, the rule
-// before -> packed: bfloat16 sums 16384 x 197 (6.5 MB) 11.39 -> 11.17, 65536 x 77 (10 MB) 12.16
-// -> 11.46, 32768 x 197 14.88 -> 14.05; 32768 x 77 (5 MB) 10.34 -> 10.30, even; float32 lost
-// from 5 to 103 MB but at 80 MB (262144 x 77 30.14 -> 28.48), so it keeps its bound.
+// (h200_study/session54_columns.txt, section 8), with fold_packed's 16-byte folds, eager
+// launches, us, the rule before -> packed: bfloat16 sums 49152 x 77 (7.6 MB) 11.84 -> 10.37,
+// 65536 x 77 (10 MB) 12.16 -> 10.94, 32768 x 197 14.72 -> 13.15, 131072 x 77 17.34 -> 13.34;
+// 16384 x 197 (6.5 MB) 11.39 -> 11.55, the one loss, and 32768 x 77 (5 MB, not taken) 10.27 ->
+// 9.82. Float32 was even or slower from 10 to 103 MB but at 80 MB (sections 3 and 8: 262144 x 77
+// 30.14 -> 28.48 with the 4-byte folds), so it keeps its bound.
 // REDUCE_OPS_COLS_PACKED=on takes it wherever it applies, =off never.
 constexpr int kPackedRound = 2 * kColsRound;
 constexpr int kPackedRows = 8;

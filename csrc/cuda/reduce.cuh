@@ -664,9 +664,8 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
 // of threads fold, thread row 0's values go through shared memory and each column folds its
 // `groups` values in order, from group 0: the block's partial is one row of `cols` values,
 // padded with the identity to whole 16-byte words (a.outer of them in a row of partials,
-// [outer][padded]), the segments' rows folded by the last
-// block with every thread (fold_rows_wide), a group's then the groups' as set_wide_fold_groups
-// sets them. The same order on every run. `smem` holds the block's threads * kVec values.
+// [outer][padded]), the segments' rows folded by the last block with every thread
+// (fold_rows_wide), a group's then the groups' as set_wide_fold_groups sets them. The same order on every run. `smem` holds the block's threads * kVec values.
 // H200, kernel time (h200_study/session54_columns.txt): the kVec-column folds of the other
 // column kernels (fold_segments, two levels) took 3.0-5.7 us of the packed kernel's 9.4-14.4 at
 // 10-40 MB, where its loads alone took 5.1-11.9 (torch.compile's split kernel 4.9-11.8, its fold
