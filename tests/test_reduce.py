@@ -672,7 +672,7 @@ UNALIGNED_COLUMN_MODES = {
     "fold3": {**_FULL_WIDTH, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
     "one": {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "off"},
     "packed": {"REDUCE_OPS_COLS_PACKED": "on"},
-    "packed3": {"REDUCE_OPS_COLS_PACKED": "on", "REDUCE_OPS_COLS_FOLD_GROUP": "3", "REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"},
+    "packed8": {"REDUCE_OPS_COLS_PACKED": "on", "REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"},
 }
 
 
@@ -689,11 +689,11 @@ def force_column_path(monkeypatch, mode):
 # thread (launch_cols_full_width; automatic up to 128 columns and 16 MB; "full": at every size up
 # to 1024 columns, row groups off; "fold3": their splits folded in groups of 3 segments), and
 # past that, or with both off ("one"), the one-element kernel's 32-lane tiles. Packed row groups
-# (launch_cols_packed: the same view in one launch, a block as wide as a group's packs, each
-# block folding its columns' group values in shared memory before its partial goes out, the last
-# block the partials with every thread; "packed": wherever it applies, up to 1024 packs, groups
-# dividing the rows, x on 16 bytes; "packed3": its splits folded in groups of 3 segments, two
-# levels, 8 blocks an SM). Odd and even column
+# (launch_cols_packed: the same view in one column tile, a block as wide as a group's packs,
+# each block folding its columns' group values in shared memory before its partial goes out, a
+# second launch folding the partials a 16-byte word of columns a block; "packed": wherever it
+# applies, up to 1024 packs, groups dividing the rows, x on 16 bytes; "packed8": 8 blocks an SM,
+# more segments to fold). Odd and even column
 # counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an outer index > 1; 5000 of them:
 # blocks that take several work items), few and many reduced rows (no split; one block's reach,
 # the wave and streaming plans), a row count no group size divides and a start off 16 bytes; NaN
@@ -741,13 +741,14 @@ def test_unaligned_columns_of_a_slice(monkeypatch, mode, dtype):
     assert_same_bits(reduce_ops.sum(x, 1), reduce_ops.sum(x, 1))
 
 
-# The automatic rule past the sizes above: packed row groups for 16-bit inputs from 6 MB (groups
-# of at most 256 packs: 77 columns; 49152 x 77 is 7.6 MB, 131072 x 77 20 MB), row groups (two
-# launches) for wider 16-bit groups from 48 MiB (1002 columns: 501 packs); "off" turns both off
-# (the one-element kernel), for the same answer.
+# The automatic rule past the sizes above: packed row groups for 2- and 4-byte inputs past 3.5 MB
+# (groups of at most 256 packs: 77 columns; 49152 x 77 is 7.6 MB in 16 bits, 131072 x 77 20 MB),
+# row groups (two launches) for wider 16-bit groups from 48 MiB (1002 columns: 501 packs; in
+# float32 the one-element kernel); "off" turns both off (the one-element kernel), for the same
+# answer.
 @requires_cuda
 @pytest.mark.parametrize("mode", ["auto", "off"])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
 @pytest.mark.parametrize("shape", [(49152, 77), (131072, 77), (32768, 1002)], ids=str)
 def test_unaligned_columns_large_automatic(monkeypatch, mode, dtype, shape):
     if mode == "off":

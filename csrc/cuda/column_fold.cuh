@@ -189,62 +189,10 @@ __device__ __forceinline__ bool fold_segments(typename R::Acc (&acc)[kVec], cons
   return true;
 }
 
-// Partials a 16-byte word holds: fold_rows_wide's rows of partials are padded to whole words.
+// Partials a 16-byte word holds: the packed kernel's rows of partials are padded to whole words
+// (reduce.cuh's fold_packed and fold_partial_words_kernel).
 template <typename Acc>
 constexpr int kWideFoldWords = (sizeof(Acc) <= 16 && 16 % sizeof(Acc) == 0) ? static_cast<int>(16 / sizeof(Acc)) : 1;
-// Words of partials a thread of fold_rows_wide loads at once.
-constexpr int kWideFoldBatch = 8;
-
-// Rows [0, n) of `rows` (row stride `stride`, a multiple of kWideFoldWords), `cols` columns (a
-// multiple of kWideFoldWords), folded by every thread of the block at once: each 16-byte word of
-// a row's columns gets `lanes` threads (threads / words, at most n / 8 rounded up), lane l
-// folding rows l, l + lanes, ... in order, kWideFoldBatch words in flight; then each column's
-// lanes are folded in order into smem[c]. For partial rows narrower than the block (a packed row
-// group's columns). One block reads the partials alone: H200, bfloat16 sum of 65536 x 77 (128
-// rows of 77 partials), this fold took ~2 us with 4-byte loads (16 a thread; as long when run
-// twice in a row, so neither its code's first fetch nor the L2 misses), 0.6 us less with 16-byte
-// words (h200_study/session54_columns.txt, sections 6-7). `smem` holds max(threads * kW, cols)
-// values and is not read by anyone when it is called; every thread must call it.
-template <typename R>
-__device__ __forceinline__ void fold_rows_wide(const typename R::Acc* rows, int64_t n, int64_t stride, int cols,
-                                               typename R::Acc* smem, const R& r) {
-  using Acc = typename R::Acc;
-  constexpr int kW = kWideFoldWords<Acc>, kBatch = kWideFoldBatch;
-  const int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
-  const int vcols = cols / kW;
-  const int most = static_cast<int>((n + kBatch - 1) / kBatch);
-  int lanes = threads / vcols < most ? threads / vcols : most;
-  if (lanes < 1) lanes = 1;
-  for (int u = t; u < lanes * vcols; u += threads) {
-    const int c = u % vcols, lane = u / vcols;
-    Acc acc[kW];
-#pragma unroll
-    for (int k = 0; k < kW; ++k) acc[k] = R::identity();
-    for (int64_t j = lane; j < n; j += static_cast<int64_t>(kBatch) * lanes) {
-      Acc v[kBatch][kW];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (j + b * lanes < n) PartialRun<Acc, kW>::load(rows + (j + b * lanes) * stride + c * kW, v[b]);
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (j + b * lanes < n) {
-#pragma unroll
-          for (int k = 0; k < kW; ++k) acc[k] = r(acc[k], v[b][k]);
-        }
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kW; ++k) smem[lane * cols + c * kW + k] = acc[k];
-  }
-  __syncthreads();
-  for (int c = t; c < cols; c += threads) {
-    Acc s = smem[c];
-    for (int lane = 1; lane < lanes; ++lane) s = r(s, smem[lane * cols + c]);
-    smem[c] = s;
-  }
-  __syncthreads();
-}
 
 // ---- Host side ---------------------------------------------------------------------------------
 
@@ -280,19 +228,6 @@ inline void set_fold_groups(ColsArgs& a, int by) {
   a.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", a.group);
   a.groups = ceil_div(a.splits, a.group);
 }
-
-// The same for folds by fold_rows_wide with `lanes` threads a 16-byte word of columns, `batch`
-// rows a load round: one level while a lane folds at most two rounds of rows, else groups of one
-// round a lane.
-inline void set_wide_fold_groups(ColsArgs& a, int64_t lanes, int64_t batch) {
-  a.group = a.splits;
-  a.groups = 1;
-  if (a.splits == 1) return;
-  if (ceil_div(a.splits, lanes) > 2 * batch) a.group = lanes * batch;
-  a.group = env_positive("REDUCE_OPS_COLS_FOLD_GROUP", a.group);
-  a.groups = ceil_div(a.splits, a.group);
-}
-
 
 // Counters for the split kernels' last-block folds (reduce.cu): n of them, zero when a kernel
 // starts (each fold resets its own). graph_owned keeps a captured graph's own buffer alive

@@ -16,8 +16,9 @@
 //          then each column's partials folded (launch_cols_row_groups; automatic only, as few)
 //   full   columns that are not whole packs, no row groups: a block as wide as the columns, one
 //          element a thread (launch_cols_full_width; automatic only, as few)
-//   packed columns that are not whole packs, as row groups in one launch: a block as wide as a
-//          group's packs, the groups folded in shared memory (launch_cols_packed; automatic only)
+//   packed columns that are not whole packs, as row groups in one column tile: a block as wide as
+//          a group's packs, the groups folded in shared memory, the segments' partials by a second
+//          launch (launch_cols_packed; automatic only)
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -300,31 +301,16 @@ void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// A column launch of one tile a work item (launch_cols_full_width, launch_cols_packed): the reduced
-// dim split in segments of whole rounds of `round_rows` rows over the SMs, up to `most` blocks an
-// SM (REDUCE_OPS_COLS_BLOCKS_PER_SM overrides), their folds as set_fold_groups sets them, or with
-// wide_cols > 0 as set_wide_fold_groups does for fold_rows_wide over partial rows of wide_cols
-// columns (the packed kernel; padded to 16-byte words). False, and nothing launched, where the
-// folds would need more counters than there are.
-template <typename In, typename Out, typename R, typename Kernel>
-bool launch_cols_one_tile(Kernel kernel, const at::Tensor& xt, const at::Tensor& out_t, ColsArgs a, ColsLaunch l,
-                          int vec, int64_t round_rows, int64_t most, const R& r, cudaStream_t stream,
-                          int64_t wide_cols = 0) {
-  const size_t smem = static_cast<size_t>(l.bx) * l.by * vec * sizeof(typename R::Acc);
+// The reduced dim of a column launch of one tile a work item (launch_cols_full_width,
+// launch_cols_packed) split in segments of whole rounds of `round_rows` rows over the SMs, up to
+// `most` blocks an SM (REDUCE_OPS_COLS_BLOCKS_PER_SM overrides): sets a.chunk and a.splits.
+template <typename Kernel>
+void split_one_tile(Kernel kernel, ColsArgs& a, ColsLaunch l, size_t smem, int64_t round_rows, int64_t most) {
   const int64_t per_sm =
       env_positive("REDUCE_OPS_COLS_BLOCKS_PER_SM", std::min<int64_t>(resident_blocks(kernel, l.bx * l.by, smem), most));
   const int64_t rounds = ceil_div(a.reduced, round_rows);
   a.chunk = std::min(ceil_div(a.outer * rounds, sm_count() * per_sm) * round_rows, a.reduced);
   a.splits = ceil_div(a.reduced, a.chunk);
-  if (wide_cols > 0) {
-    const int64_t words = ceil_div(wide_cols, int64_t{kWideFoldWords<typename R::Acc>});
-    set_wide_fold_groups(a, std::max<int64_t>(1, l.bx * l.by / words), kWideFoldBatch);
-  } else {
-    set_fold_groups(a, l.by);
-  }
-  if (cols_fold(a).counters > kMaxCounters) return false;
-  launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, vec, r, stream);
-  return true;
 }
 
 // Latency first ("wave"): a thread reads one round of rows (kColsRound rows of its kVec columns,
@@ -498,9 +484,14 @@ bool launch_cols_full_width(const at::Tensor& xt, const ReduceGeometry& g, const
   }
   ColsLaunch l{static_cast<int>(g.inner), 1};
   while (l.by < kFullWidthRows && l.bx * l.by * 2 <= 1024) l.by *= 2;
-  const ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, 1, 1, g.reduced, 1, 1, 1};
-  return launch_cols_one_tile<In, Out>(reduce_cols_kernel<In, Out, R, 1>, xt, out_t, a, l, 1,
-                                       static_cast<int64_t>(l.by) * 4 * kColsRound, kFullWidthBlocksPerSM, r, stream);
+  ColsArgs a{g.outer, g.reduced, g.inner, g.outer_stride, g.reduced_stride, 1, 1, g.reduced, 1, 1, 1};
+  const auto kernel = reduce_cols_kernel<In, Out, R, 1>;
+  split_one_tile(kernel, a, l, static_cast<size_t>(l.bx) * l.by * sizeof(typename R::Acc),
+                 static_cast<int64_t>(l.by) * 4 * kColsRound, kFullWidthBlocksPerSM);
+  set_fold_groups(a, l.by);
+  if (cols_fold(a).counters > kMaxCounters) return false;
+  launch_cols_plan<In, Out>(kernel, xt, out_t, ColsPlan{a, l}, 1, r, stream);
+  return true;
 }
 
 // The rows a row group of columns that are not whole 16-byte packs takes (kVec / gcd(cols, kVec)
@@ -547,39 +538,39 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   return true;
 }
 
-// Columns that are not whole 16-byte packs, read as packs in one launch ("packed"): `groups` =
-// kVec / gcd(cols, kVec) dense rows are whole packs, so reduce_cols_kernel<kVec, kPackedRound>
-// reduces the (reduced / groups, groups * cols) view as launch_cols_row_groups' first launch
-// does, but in one column tile: a block as wide as a row group's packs (up to 1024 threads, and
-// the kernel's registers), up to kPackedRows rows of threads each loading kPackedRound rows of
-// packs at once, the reduced dim split in segments of such rounds over up to
-// kPackedBlocksPerSM blocks an SM (fewer where fewer fit). Each block folds its columns' `groups`
-// values in shared memory before its partial goes out, and the last block folds the partials
-// with every thread (fold_packed): no second launch and no finished partials, so a compensated
-// sum stays compensated to the end. Needs x on 16 bytes, dense rows, outer slabs on whole packs
-// and `groups` dividing the reduced dim. Automatic for 16-bit types from 6 MB (16 MB until the
-// folds by every thread of the last block, below) and any type from kRowGroupsLargeBytes
-// (192 MB, where row groups took them), within kPackedAutoPacks packs a row group (257-1024
-// packs leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
+// Columns that are not whole 16-byte packs, read as packs ("packed"): `groups` = kVec / gcd(cols,
+// kVec) dense rows are whole packs, so reduce_cols_kernel<kVec, kPackedRound> reduces the
+// (reduced / groups, groups * cols) view as launch_cols_row_groups' first launch does, but in one
+// column tile: a block as wide as a row group's packs (up to 1024 threads, and the kernel's
+// registers), up to kPackedRows rows of threads each loading kPackedRound rows of packs at once,
+// the reduced dim split in segments of such rounds over up to kPackedBlocksPerSM blocks an SM
+// (fewer where fewer fit). Each block folds its columns' `groups` values in shared memory before
+// its partial goes out, and a second launch folds the segments' partials, a block a 16-byte word
+// of columns (fold_partial_words_kernel, a programmatic dependent of the first): no finished
+// partials, so a compensated sum stays compensated to the end. Needs x on 16 bytes, dense rows,
+// outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
+// types past the row groups' small sizes (3.5 MB; 6 MB and 192 MB until the second launch) and
+// float64 from kRowGroupsLargeBytes, within kPackedAutoPacks packs a row group (257-1024 packs
+// leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
 // launches (h200_study/session53_packed_columns.txt, sections 2-3): bfloat16 sums 131072 x 77
 // (20 MB) 17.9 -> 15.0, 262144 x 77 26.8 -> 19.4, 65536 x 197 19.7 -> 17.2, 131072 x 197 30.7
 // -> 22.8, 2097152 x 77 (323 MB, row groups before) 86.1 -> 82.4; float32 sum 2097152 x 77
-// 164.0 -> 152.5, 524288 x 197 108.0 -> 103.8. Smaller inputs lost (bfloat16 sum 65536 x 77,
-// 10 MB, 12.4 -> 12.7; float32 32768 x 197 16.7 -> 17.6); float32 from 40 to 103 MB went either
-// way (262144 x 77 sum 30.0 -> 28.4, 131072 x 197 33.7 -> 35.0); 501 and 513 packs lost at 33-66
-// MB (bfloat16 8192 x 2052 20.3 -> 25.8; float32 16384 x 1002 22.7 -> 30.1). 4 rows of packs a
-// round instead of 8 were 0-7% slower; fewer rows of threads slower still. Session 54
-// (h200_study/session54_columns.txt, section 8), with fold_packed's 16-byte folds, eager
-// launches, us, the rule before -> packed: bfloat16 sums 49152 x 77 (7.6 MB) 11.84 -> 10.37,
-// 65536 x 77 (10 MB) 12.16 -> 10.94, 32768 x 197 14.72 -> 13.15, 131072 x 77 17.34 -> 13.34;
-// 16384 x 197 (6.5 MB) 11.39 -> 11.55, the one loss, and 32768 x 77 (5 MB, not taken) 10.27 ->
-// 9.82. Float32 was even or slower from 10 to 103 MB but at 80 MB (sections 3 and 8: 262144 x 77
-// 30.14 -> 28.48 with the 4-byte folds), so it keeps its bound.
-// REDUCE_OPS_COLS_PACKED=on takes it wherever it applies, =off never.
+// 164.0 -> 152.5, 524288 x 197 108.0 -> 103.8; 501 and 513 packs lost at 33-66 MB (bfloat16 8192
+// x 2052 20.3 -> 25.8; float32 16384 x 1002 22.7 -> 30.1). 4 rows of packs a round instead of 8
+// were 0-7% slower; fewer rows of threads slower still. With the last block of the one launch
+// folding the partials (until session 55) float32 was even or slower from 10 to 103 MB. With the
+// second launch (h200_study/session55_columns.txt, section 3), time of the call's kernels, us, the
+// rule before -> packed: float32 sums 16384 x 77 (5 MB) 6.86 -> 6.05, 8192 x 197 6.67 -> 6.53,
+// 32768 x 77 8.38 -> 7.47, 16384 x 197 8.72 -> 8.32, 65536 x 77 10.59 -> 10.78 (the one loss;
+// back to back in a CUDA graph 8.70 -> 8.39), 32768 x 197 13.39 -> 11.17, 131072 x 77 15.63 ->
+// 15.09, 262144 x 77 26.45 -> 23.62, 131072 x 197 30.46 -> 28.40; float32 amaxes 0.6-2.3 us
+// faster in all 9; bfloat16 sums 24576 x 77 (3.8 MB) 7.18 -> 5.63, 32768 x 77 7.30 -> 5.90,
+// 12288 x 197 7.49 -> 5.98. Under 3.5 MB the row groups' two launches stay ahead in CUDA graphs
+// (bfloat16 16384 x 77, 2.5 MB: 4.05 against 4.79 us a call). REDUCE_OPS_COLS_PACKED=on takes it
+// wherever it applies, =off never.
 constexpr int kPackedRound = 2 * kColsRound;
 constexpr int kPackedRows = 8;
 constexpr int64_t kPackedBlocksPerSM = 4;
-constexpr int64_t kPacked16BitMinBytes = int64_t{6} << 20;
 
 template <typename In, typename Out, typename R>
 bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
@@ -591,7 +582,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (groups == 1 || packs > 1024) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool faster =
-      packs <= kPackedAutoPacks && bytes >= (sizeof(In) == 2 ? kPacked16BitMinBytes : kRowGroupsLargeBytes);
+      packs <= kPackedAutoPacks && (sizeof(In) <= 4 ? bytes > kRowGroupsSmallMaxBytes : bytes >= kRowGroupsLargeBytes);
   // One getenv, as launch_cols_row_groups.
   if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
     return false;
@@ -605,8 +596,31 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   const int64_t rows = g.reduced / groups, cols = g.inner * groups;
   ColsArgs a{g.outer, rows, cols, g.outer_stride, cols, 1, 1, rows, 1, 1, 1};
   a.group_cols = g.inner;
-  return launch_cols_one_tile<In, Out>(kernel, xt, out_t, a, l, kVec, static_cast<int64_t>(l.by) * kPackedRound,
-                                       kPackedBlocksPerSM, r, stream, g.inner);
+  a.row_gap = l.by * a.reduced_stride;
+  const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
+  split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kPackedRound, kPackedBlocksPerSM);
+  const In* x = xt.const_data_ptr<In>();
+  Out* out = out_t.mutable_data_ptr<Out>();
+  if (a.splits == 1) {
+    kernel<<<grid_for(a.outer), dim3(l.bx, l.by), smem, stream>>>(x, out, a, ColsScratch<Acc>{nullptr, nullptr}, r);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return true;
+  }
+  // Rows of partials (one a segment) of outer x padded values, folded by the second launch.
+  constexpr int64_t kW = kWideFoldWords<Acc>;
+  constexpr int kFoldThreads = 256;
+  const int64_t padded = ceil_div(g.inner, kW) * kW, width = a.outer * padded;
+  const at::Tensor partial =
+      at::empty({a.splits * width * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+  Acc* partials = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+  kernel<<<grid_for(a.splits * a.outer), dim3(l.bx, l.by), smem, stream>>>(x, out, a, ColsScratch<Acc>{partials, nullptr},
+                                                                         r);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  const int64_t items = a.outer * (padded / kW);
+  launch_dependent(fold_partial_words_kernel<Out, R, kFoldThreads>, grid_for(items), dim3(kFoldThreads), 0, stream,
+                   static_cast<const Acc*>(partials), out, a.splits, width, static_cast<int>(g.inner),
+                   static_cast<int>(padded), items, r);
+  return true;
 }
 
 // Columns: a block reading the whole reduced dim at once where one can and the blocks fit in one

@@ -21,7 +21,9 @@
 //                             (last block of a group, then last group), in a fixed order. With
 //                             kPackedRound, columns that are not whole packs as rows of
 //                             `groups` rows that are, the groups folded by each block before
-//                             its partial goes out, the partials by every thread of the last.
+//                             its partial goes out, the partials by a second launch:
+//   fold_partial_words_kernel the packed kernel's partials, a block a 16-byte word of columns
+//                             (a programmatic dependent of the first launch).
 //   reduce_cols_few_kernel    small reductions over an outer dim (up to 2048 reduced rows): a
 //                             block reads all the rows of its columns at once, no split.
 //   fold_row_groups_kernel    the second launch of a column reduction whose columns are not
@@ -662,19 +664,14 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
 // (reduced / groups, groups * cols) view of dense rows of `cols` columns in one column tile, so
 // that wide column w holds column w % cols of rows w / cols, w / cols + groups, ... After the rows
 // of threads fold, thread row 0's values go through shared memory and each column folds its
-// `groups` values in order, from group 0: the block's partial is one row of `cols` values,
-// padded with the identity to whole 16-byte words (a.outer of them in a row of partials,
-// [outer][padded]), the segments' rows folded by the last block with every thread
-// (fold_rows_wide), a group's then the groups' as set_wide_fold_groups sets them. The same order on every run. `smem` holds the block's threads * kVec values.
-// H200, kernel time (h200_study/session54_columns.txt): the kVec-column folds of the other
-// column kernels (fold_segments, two levels) took 3.0-5.7 us of the packed kernel's 9.4-14.4 at
-// 10-40 MB, where its loads alone took 5.1-11.9 (torch.compile's split kernel 4.9-11.8, its fold
-// kernel 1.4-1.9 more); these folds took 1.0-1.6 us off (sections 3 and 7).
+// `groups` values in order, from group 0, into out, or with splits > 1 into the block's row of
+// partials: `cols` values padded with the identity to whole 16-byte words (a.outer of them in a
+// row, [outer][padded]), which a second launch folds (fold_partial_words_kernel). `smem` holds
+// the block's threads * kVec values.
 template <typename Out, typename R, int kVec>
 __device__ __forceinline__ void fold_packed(typename R::Acc (&acc)[kVec], const ColsArgs& a,
                                             const ColsScratch<typename R::Acc>& scratch, int64_t seg, int64_t o,
-                                            int64_t i, bool in_range, typename R::Acc* smem, bool* last, Out* out,
-                                            const R& r) {
+                                            int64_t i, bool in_range, typename R::Acc* smem, Out* out, const R& r) {
   using Acc = typename R::Acc;
   fold_thread_rows(acc, smem, r);
   if (threadIdx.y == 0 && in_range) {
@@ -700,21 +697,6 @@ __device__ __forceinline__ void fold_packed(typename R::Acc (&acc)[kVec], const 
       scratch.partial[seg * width + o * padded + c] = s;
     }
   }
-  if (a.splits == 1) {
-    __syncthreads();  // smem is rewritten by the next item's folds
-    return;
-  }
-  const int64_t g = seg / a.group;
-  const int64_t members = (a.splits - g * a.group < a.group) ? a.splits - g * a.group : a.group;
-  if (!arrive_last(scratch.counters + o * a.groups + g, static_cast<unsigned>(members), last)) return;
-  fold_rows_wide(scratch.partial + g * a.group * width + o * padded, members, width, padded, smem, r);
-  if (a.groups > 1) {
-    Acc* group_partial = scratch.partial + a.splits * width;
-    for (int c = t; c < padded; c += threads) group_partial[g * width + o * padded + c] = smem[c];
-    if (!arrive_last(scratch.counters + a.outer * a.groups + o, static_cast<unsigned>(a.groups), last)) return;
-    fold_rows_wide(group_partial + o * padded, a.groups, width, padded, smem, r);
-  }
-  for (int c = t; c < cols; c += threads) out[o * cols + c] = static_cast<Out>(r.finish(smem[c]));
   __syncthreads();  // smem is rewritten by the next item's folds
 }
 
@@ -739,6 +721,9 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
   __shared__ bool last;
+  // The packed kernel's fold launch (fold_partial_words_kernel) may start as this grid's blocks
+  // leave their SMs; it waits for their partials.
+  if constexpr (kPackedRound > 0) allow_dependents();
   const int64_t tile_cols = static_cast<int64_t>(blockDim.x) * kVec;
   const int64_t tiles = a.tiles;
   const int64_t items = a.splits * a.outer * tiles;
@@ -827,7 +812,7 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
       }
     }
     if constexpr (kPackedRound > 0) {
-      fold_packed<Out>(acc, a, scratch, seg, o, i, in_range, smem, &last, out, r);
+      fold_packed<Out>(acc, a, scratch, seg, o, i, in_range, smem, out, r);
       continue;
     }
     const int64_t col = o * a.inner + i;  // this thread's first column in out and the partials
@@ -839,6 +824,66 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         out[col] = static_cast<Out>(r.finish(acc[0]));
       }
     }
+  }
+}
+
+// The second launch of the packed column kernel with splits > 1 (reduce_cols_kernel<...,
+// kPackedRound>; reduce.cu's launch_cols_packed), a programmatic dependent of the first: `partial`
+// holds `splits` rows of `width` values (R::Acc), outer index o's `cols` columns at o * padded,
+// padded with the identity to whole 16-byte words (padded / kWideFoldWords of them). Block item =
+// o * words + word folds one word's kWideFoldWords columns: thread t the rows t, t + kThreads, ...
+// in order (kBatch words in flight), then the warps by butterfly and the warps' results in order:
+// the same tree on every run. Each block reads its word's rows only. H200, against the last block
+// of the first launch folding every row with all its threads (one block reading 40-400 KB of
+// partials at ~20-100 GB/s; h200_study/session54_columns.txt, section 6), time of the call's
+// kernels, us (h200_study/session55_columns.txt, section 2): bfloat16 sums 16384 x 197 8.37 ->
+// 6.61, 32768 x 197 10.13 -> 8.45, 65536 x 77 7.94 -> 7.84; float32 32768 x 197 12.80 -> 11.10;
+// back to back in a CUDA graph 0.5-2.2 us a call less in all 10 cases measured.
+template <typename Out, typename R, int kThreads>
+__global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const typename R::Acc* __restrict__ partial,
+                                                                      Out* __restrict__ out, int64_t splits,
+                                                                      int64_t width, int cols, int padded,
+                                                                      int64_t items, R r) {
+  using Acc = typename R::Acc;
+  constexpr int kW = kWideFoldWords<Acc>, kBatch = 4, kWarps = kThreads / kWarpSize;
+  __shared__ Acc warp_results[kWarps][kW];
+  wait_for_prerequisite();
+  const int words = padded / kW, lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t o = item / words;
+    const int word = static_cast<int>(item - o * words);
+    const Acc* col = partial + o * padded + word * kW;
+    Acc acc[kW];
+#pragma unroll
+    for (int k = 0; k < kW; ++k) acc[k] = R::identity();
+    for (int64_t j = threadIdx.x; j < splits; j += kBatch * kThreads) {
+      Acc v[kBatch][kW];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (j + b * kThreads < splits) PartialRun<Acc, kW>::load(col + (j + b * kThreads) * width, v[b]);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (j + b * kThreads < splits) {
+#pragma unroll
+          for (int k = 0; k < kW; ++k) acc[k] = r(acc[k], v[b][k]);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kW; ++k) acc[k] = warp_all_reduce<kWarpSize>(acc[k], r);
+    if (lane == 0) {
+#pragma unroll
+      for (int k = 0; k < kW; ++k) warp_results[warp][k] = acc[k];
+    }
+    __syncthreads();
+    if (threadIdx.x < kW) {
+      const int k = threadIdx.x, c = word * kW + k;
+      Acc s = warp_results[0][k];
+      for (int w = 1; w < kWarps; ++w) s = r(s, warp_results[w][k]);
+      if (c < cols) out[o * cols + c] = static_cast<Out>(r.finish(s));
+    }
+    __syncthreads();  // warp_results is rewritten by the next item
   }
 }
 
