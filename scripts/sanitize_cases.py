@@ -87,27 +87,30 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # Columns that are not whole 16-byte packs, each path forced at any size: row groups (rows of
     # whole packs by the vectorized kernels, each column's partials folded by a second launch);
     # blocks as wide as the columns (up to 1024: 1002 threads a block), split or not; packed row
-    # groups (one launch, the group values folded in shared memory: 501 packs a block, blocks
-    # that take several work items with 5000 outer indices). With a middle dim; the last two
-    # also fold their splits in groups of 3 segments (a partial last group).
+    # groups (the group values folded in shared memory, the segments' partials by a second
+    # launch: 501 packs a block, blocks that take several work items with 5000 outer indices).
+    # With a middle dim; then 20000 x 77 with the full-width kernel's splits folded in groups of
+    # 3 segments (a partial last group) and the packed kernel at 8 blocks an SM (more segments).
     off = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
-    for label, knobs, shapes, fold3 in [
+    for label, knobs, shapes, extra in [
             ("row groups", {**off, "REDUCE_OPS_COLS_ROW_GROUPS": "on"},
-             [((8192, 77), 0), ((3, 4096, 77), 1), ((64, 50257), 0)], False),
+             [((8192, 77), 0), ((3, 4096, 77), 1), ((64, 50257), 0)], {}),
             ("full width", {**off, "REDUCE_OPS_COLS_FULL_WIDTH": "on"},
-             [((8193, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0)], True),
+             [((8193, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0)],
+             {"REDUCE_OPS_COLS_FOLD_GROUP": "3"}),
             ("packed", {"REDUCE_OPS_COLS_PACKED": "on"},
-             [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1)], True)]:
+             [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1)],
+             {"REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"})]:
         os.environ.update(knobs)
         for shape, dim in shapes:
             xc = torch.randn(shape, device=dev, dtype=dtype)
             check(f"sum {dtype} {shape} {label}", reduce_ops.sum(xc, dim), xc.double().sum(dim), tol * 50)
             check(f"amax {dtype} {shape} {label}", reduce_ops.amax(xc, dim), torch.amax(xc, dim), 0)
-        if fold3:
-            os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "3"
+        if extra:
+            os.environ.update(extra)
             xc = torch.randn(20000, 77, device=dev, dtype=dtype)
-            check(f"sum {dtype} {label}, groups of 3", reduce_ops.sum(xc, 0), xc.double().sum(0), tol * 50)
-        for name in [*knobs, "REDUCE_OPS_COLS_FOLD_GROUP"]:
+            check(f"sum {dtype} {label}, {extra}", reduce_ops.sum(xc, 0), xc.double().sum(0), tol * 50)
+        for name in [*knobs, *extra]:
             os.environ.pop(name, None)
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
