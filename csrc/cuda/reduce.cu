@@ -599,26 +599,24 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   a.row_gap = l.by * a.reduced_stride;
   const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
   split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kPackedRound, kPackedBlocksPerSM);
-  const In* x = xt.const_data_ptr<In>();
-  Out* out = out_t.mutable_data_ptr<Out>();
-  if (a.splits == 1) {
-    kernel<<<grid_for(a.outer), dim3(l.bx, l.by), smem, stream>>>(x, out, a, ColsScratch<Acc>{nullptr, nullptr}, r);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return true;
-  }
-  // Rows of partials (one a segment) of outer x padded values, folded by the second launch.
+  // With splits > 1, rows of partials (one a segment) of outer x padded values, folded by the
+  // second launch.
   constexpr int64_t kW = kWideFoldWords<Acc>;
-  constexpr int kFoldThreads = 256;
+  constexpr int kFoldThreads = 256;  // x 4 loads in flight: one round up to 1024 segments (4 blocks an SM make 528)
   const int64_t padded = ceil_div(g.inner, kW) * kW, width = a.outer * padded;
-  const at::Tensor partial =
-      at::empty({a.splits * width * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-  Acc* partials = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
-  kernel<<<grid_for(a.splits * a.outer), dim3(l.bx, l.by), smem, stream>>>(x, out, a, ColsScratch<Acc>{partials, nullptr},
-                                                                         r);
+  at::Tensor partial;
+  ColsScratch<Acc> scratch{nullptr, nullptr};
+  if (a.splits > 1) {
+    partial = at::empty({a.splits * width * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+  }
+  Out* out = out_t.mutable_data_ptr<Out>();
+  kernel<<<grid_for(a.splits * a.outer), dim3(l.bx, l.by), smem, stream>>>(xt.const_data_ptr<In>(), out, a, scratch, r);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (a.splits == 1) return true;
   const int64_t items = a.outer * (padded / kW);
   launch_dependent(fold_partial_words_kernel<Out, R, kFoldThreads>, grid_for(items), dim3(kFoldThreads), 0, stream,
-                   static_cast<const Acc*>(partials), out, a.splits, width, static_cast<int>(g.inner),
+                   static_cast<const Acc*>(scratch.partial), out, a.splits, width, static_cast<int>(g.inner),
                    static_cast<int>(padded), items, r);
   return true;
 }
