@@ -322,6 +322,32 @@ def test_cuda_graphs_of_split_reductions_replay_concurrently():
 
 
 @requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_cuda_graph_of_packed_columns(monkeypatch, dtype):
+    # Packed unaligned columns (REDUCE_OPS_COLS_PACKED=on, read at capture) fold their segments'
+    # partials by a second launch, a programmatic dependent of the first: captured, replayed on
+    # new inputs, eager's bits. (8192, 77) and (4096, 197) split the rows over blocks; (5000, 8,
+    # 77) over dim 1 does not (one launch, 5000 outer indices).
+    monkeypatch.setenv("REDUCE_OPS_COLS_PACKED", "on")
+    cases = [((8192, 77), 0), ((4096, 197), 0), ((5000, 8, 77), 1)]
+    xs = [make_input(shape, dtype, "cuda") for shape, _ in cases]
+    for x, (_, dim) in zip(xs, cases):  # warm-up outside the capture
+        reduce_ops.sum(x, dim)
+        reduce_ops.amax(x, dim)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [(reduce_ops.sum(x, dim), reduce_ops.amax(x, dim)) for x, (_, dim) in zip(xs, cases)]
+    for _ in range(3):
+        for x, (shape, _) in zip(xs, cases):
+            x.copy_(make_input(shape, dtype, "cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        for x, (_, dim), (got_sum, got_max) in zip(xs, cases, outs):
+            assert_exactly_equal(got_sum, reduce_ops.sum(x, dim))
+            assert_exactly_equal(got_max, reduce_ops.amax(x, dim))
+
+
+@requires_cuda
 def test_cuda_graph_of_split_inner_softmax(monkeypatch):
     # The split inner-dim softmax and its backward (REDUCE_OPS_STRATEGY=split, read at capture)
     # fold through last-block counters too: captured, replayed on new inputs, eager's bits.
