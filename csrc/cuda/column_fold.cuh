@@ -132,10 +132,13 @@ __device__ __forceinline__ void fold_partial_rows(const typename R::Acc* rows, i
   }
 }
 
-// Counts this block's arrival at `counter` once its threads have stored their partials: true in
-// every thread of the block whose arrival is the `expected`-th (the last), which then sees every
-// partial the others stored and resets the counter. Every thread must call it.
-__device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned expected, bool* last) {
+// Publishes thread row 0's kVec values at `dst` and counts this block's arrival at `counter`:
+// true in every thread of the block whose arrival is the `expected`-th (the last), which then
+// sees every partial the others published and resets the counter.
+template <typename Acc, int kVec>
+__device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
+                                                   unsigned* counter, unsigned expected, bool* last) {
+  if (threadIdx.y == 0 && in_range) PartialRun<Acc, kVec>::store(dst, acc);
   __syncthreads();  // every partial of the block is stored before the arrival releases them
   if (threadIdx.x == 0 && threadIdx.y == 0) {
     *last = arrive_acq_rel(counter) == expected - 1;
@@ -143,14 +146,6 @@ __device__ __forceinline__ bool arrive_last(unsigned* counter, unsigned expected
   }
   __syncthreads();
   return *last;
-}
-
-// Publishes thread row 0's kVec values at `dst` and counts this block's arrival as arrive_last.
-template <typename Acc, int kVec>
-__device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* dst, bool in_range,
-                                                   unsigned* counter, unsigned expected, bool* last) {
-  if (threadIdx.y == 0 && in_range) PartialRun<Acc, kVec>::store(dst, acc);
-  return arrive_last(counter, expected, last);
 }
 
 // The folds after a block has its work item's values in acc (kVec columns a thread, rows of
@@ -192,7 +187,7 @@ __device__ __forceinline__ bool fold_segments(typename R::Acc (&acc)[kVec], cons
 // Partials a 16-byte word holds: the packed kernel's rows of partials are padded to whole words
 // (reduce.cuh's fold_packed and fold_partial_words_kernel).
 template <typename Acc>
-constexpr int kWideFoldWords = (sizeof(Acc) <= 16 && 16 % sizeof(Acc) == 0) ? static_cast<int>(16 / sizeof(Acc)) : 1;
+constexpr int kPartialsPerWord = (sizeof(Acc) <= 16 && 16 % sizeof(Acc) == 0) ? static_cast<int>(16 / sizeof(Acc)) : 1;
 
 // ---- Host side ---------------------------------------------------------------------------------
 

@@ -66,7 +66,7 @@ using Int = std::integral_constant<int, N>;
 //                               thread and row (off), or are reduced as rows of whole packs at
 //                               any size (on; reduce.cu's launch_cols_row_groups);
 //   REDUCE_OPS_COLS_PACKED=off|on, REDUCE_OPS_COLS_FULL_WIDTH=off|on
-//                               the same columns as row groups in one launch (launch_cols_packed),
+//                               the same columns as row groups in one column tile (launch_cols_packed),
 //                               or in blocks as wide as the columns (launch_cols_full_width):
 //                               never (off) or wherever they apply (on);
 //   REDUCE_OPS_REDUCE_CHUNK=<n> the fewest elements of a split reduction row's segment

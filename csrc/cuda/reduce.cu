@@ -441,7 +441,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // bfloat16 sum 32768 x 1002 (66 MB) 34.0 -> 27.3, 65536 x 1002 58.8 -> 42.0, 32768 x 2052 58.2 ->
 // 42.9 (torch.compile 24.8, 44.8, 44.1), amaxes 27.7 -> 26.4, 47.4 -> 40.9, 47.6 -> 42.2. Float32
 // rows of 1002 lost at 131 MB (37.7 -> 40.9). Where a group is at most 256 packs the packed
-// kernel (launch_cols_packed, one launch) beat both and takes the large ones first.
+// kernel (launch_cols_packed) beat both and takes the large ones first.
 // REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
 constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
@@ -601,7 +601,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kPackedRound, kPackedBlocksPerSM);
   // With splits > 1, rows of partials (one a segment) of outer x padded values, folded by the
   // second launch.
-  constexpr int64_t kW = kWideFoldWords<Acc>;
+  constexpr int64_t kW = kPartialsPerWord<Acc>;
   constexpr int kFoldThreads = 256;  // x 4 loads in flight: one round up to 1024 segments (4 blocks an SM make 528)
   const int64_t padded = ceil_div(g.inner, kW) * kW, width = a.outer * padded;
   at::Tensor partial;

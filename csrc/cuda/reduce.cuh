@@ -682,7 +682,7 @@ __device__ __forceinline__ void fold_packed(typename R::Acc (&acc)[kVec], const 
   const int cols = static_cast<int>(a.group_cols);
   const int groups = static_cast<int>(a.inner / a.group_cols);
   const int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
-  constexpr int kW = kWideFoldWords<Acc>;
+  constexpr int kW = kPartialsPerWord<Acc>;
   const int padded = (cols + kW - 1) / kW * kW;
   const int64_t width = a.outer * padded;  // a row of partials
   for (int c = t; c < padded; c += threads) {
@@ -830,8 +830,8 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
 // The second launch of the packed column kernel with splits > 1 (reduce_cols_kernel<...,
 // kPackedRound>; reduce.cu's launch_cols_packed), a programmatic dependent of the first: `partial`
 // holds `splits` rows of `width` values (R::Acc), outer index o's `cols` columns at o * padded,
-// padded with the identity to whole 16-byte words (padded / kWideFoldWords of them). Block item =
-// o * words + word folds one word's kWideFoldWords columns: thread t the rows t, t + kThreads, ...
+// padded with the identity to whole 16-byte words (padded / kPartialsPerWord of them). Block item =
+// o * words + word folds one word's kPartialsPerWord columns: thread t the rows t, t + kThreads, ...
 // in order (kBatch words in flight), then the warps by butterfly and the warps' results in order:
 // the same tree on every run. Each block reads its word's rows only. H200, against the last block
 // of the first launch folding every row with all its threads (one block reading 40-400 KB of
@@ -845,7 +845,7 @@ __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const type
                                                                       int64_t width, int cols, int padded,
                                                                       int64_t items, R r) {
   using Acc = typename R::Acc;
-  constexpr int kW = kWideFoldWords<Acc>, kBatch = 4, kWarps = kThreads / kWarpSize;
+  constexpr int kW = kPartialsPerWord<Acc>, kBatch = 4, kWarps = kThreads / kWarpSize;
   __shared__ Acc warp_results[kWarps][kW];
   wait_for_prerequisite();
   const int words = padded / kW, lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
