@@ -321,15 +321,26 @@ def test_cuda_graphs_of_split_reductions_replay_concurrently():
         assert_exactly_equal(got, want)
 
 
+# Column reductions whose segments' partials a second launch folds, a programmatic dependent of
+# the first (reduce.cu's launch_fold_partial_words), and the knobs that take them there (read at
+# capture): packed unaligned columns (REDUCE_OPS_COLS_PACKED=on): (8192, 77) and (4096, 197)
+# split the rows over blocks, (5000, 8, 77) over dim 1 does not (one launch, 5000 outer indices);
+# aligned columns split in segments (from 2 with REDUCE_OPS_COLS_FOLD_LAUNCH=2): (20000, 24) and
+# (3, 3000, 16) in a few (a warp a word), (300000, 8) in more than 128 (a block a word).
+GRAPH_SECOND_LAUNCH_CASES = {
+    "packed": ({"REDUCE_OPS_COLS_PACKED": "on"}, [((8192, 77), 0), ((4096, 197), 0), ((5000, 8, 77), 1)]),
+    "aligned": ({"REDUCE_OPS_COLS_FOLD_LAUNCH": "2"}, [((20000, 24), 0), ((3, 3000, 16), 1), ((300000, 8), 0)]),
+}
+
+
 @requires_cuda
+@pytest.mark.parametrize("columns", list(GRAPH_SECOND_LAUNCH_CASES))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
-def test_cuda_graph_of_packed_columns(monkeypatch, dtype):
-    # Packed unaligned columns (REDUCE_OPS_COLS_PACKED=on, read at capture) fold their segments'
-    # partials by a second launch, a programmatic dependent of the first: captured, replayed on
-    # new inputs, eager's bits. (8192, 77) and (4096, 197) split the rows over blocks; (5000, 8,
-    # 77) over dim 1 does not (one launch, 5000 outer indices).
-    monkeypatch.setenv("REDUCE_OPS_COLS_PACKED", "on")
-    cases = [((8192, 77), 0), ((4096, 197), 0), ((5000, 8, 77), 1)]
+def test_cuda_graph_of_columns_folded_by_a_second_launch(monkeypatch, columns, dtype):
+    # Captured, replayed on new inputs: eager's bits.
+    env, cases = GRAPH_SECOND_LAUNCH_CASES[columns]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     xs = [make_input(shape, dtype, "cuda") for shape, _ in cases]
     for x, (_, dim) in zip(xs, cases):  # warm-up outside the capture
         reduce_ops.sum(x, dim)

@@ -620,26 +620,42 @@ def test_split_counters_reset_between_calls_and_streams(shape, dim):
         stream.synchronize()
 
 
+# How a split column launch folds its segments' partials: in the same launch (the last block of
+# each group of REDUCE_OPS_COLS_FOLD_GROUP segments, then the last group: two levels when there
+# are several), or by a second launch (fold_partial_words_kernel: a warp a word of columns up to
+# 128 segments, a block past that), which REDUCE_OPS_COLS_FOLD_LAUNCH=<n> takes from n segments
+# (reduce.cu's launch_cols_plan; 16 by default).
+_NEVER = "1000000"
+COLUMN_FOLDS = {"group1": {"REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER, "REDUCE_OPS_COLS_FOLD_GROUP": "1"},
+                "group3": {"REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
+                "in_launch": {"REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER},
+                "second_launch": {"REDUCE_OPS_COLS_FOLD_LAUNCH": "2"},
+                "auto": {}}
+
+
 @requires_cuda
 @pytest.mark.parametrize("plan", ["auto", "stream"])
-@pytest.mark.parametrize("fold_group", ["1", "3", "auto"])
+@pytest.mark.parametrize("fold", list(COLUMN_FOLDS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=dtype_id)
-@pytest.mark.parametrize("shape", [(5000, 8), (20000, 24), (4000, 300), (3, 3000, 16)], ids=str)
-def test_split_columns_fold_in_one_or_two_levels(monkeypatch, plan, fold_group, dtype, shape):
-    # A column split folds its segments' partials in the same launch: the last block of each group
-    # of REDUCE_OPS_COLS_FOLD_GROUP segments, then the last group (two levels) when there are
-    # several; 3 leaves a last group short. Every level must give torch's answer, the same bits
-    # on every call, in either column plan (these small shapes split in 8-157 one-round segments
-    # automatically, "wave"; "stream" splits them in segments of 256 rows or more).
+@pytest.mark.parametrize("shape", [(5000, 8), (20000, 24), (4000, 300), (3, 3000, 16), (300000, 8)], ids=str)
+def test_split_columns_fold_in_one_or_two_levels_or_a_second_launch(monkeypatch, plan, fold, dtype, shape):
+    # Every fold must give torch's answer, the same bits on every call, in either column plan
+    # (these small shapes split in 8-157 one-round segments automatically, "wave"; "stream" splits
+    # them in segments of 256 rows or more; (300000, 8) streams in more than 128 segments, the
+    # second launch's block a word). group3 leaves a last group short; (3, 3000, 16) has 3 outer
+    # indices, (4000, 300) bfloat16 is not whole packs (not a split launch of this kind).
     if plan != "auto":
         monkeypatch.setenv("REDUCE_OPS_STRATEGY", plan)
-    if fold_group != "auto":
-        monkeypatch.setenv("REDUCE_OPS_COLS_FOLD_GROUP", fold_group)
+    for name, value in COLUMN_FOLDS[fold].items():
+        monkeypatch.setenv(name, value)
     x = make_input(shape, dtype, "cuda")
     dim = 0 if len(shape) == 2 else 1
     check_sum(x, dim)
     check_amax(x, dim)
+    if dtype != torch.float64:
+        check_sum(x, dim, dtype=torch.float32)
     assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
+    assert_same_bits(reduce_ops.amax(x, dim), reduce_ops.amax(x, dim))
 
 
 @requires_cuda
@@ -669,8 +685,10 @@ UNALIGNED_COLUMN_MODES = {
     "auto": {},
     "on": {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "on"},
     "full": _FULL_WIDTH,
-    "fold3": {**_FULL_WIDTH, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
+    "fold3": {**_FULL_WIDTH, "REDUCE_OPS_COLS_FOLD_GROUP": "3", "REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER},
+    "full_launch": {**_FULL_WIDTH, "REDUCE_OPS_COLS_FOLD_LAUNCH": "2"},
     "one": {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "off"},
+    "one_launch": {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "off", "REDUCE_OPS_COLS_FOLD_LAUNCH": "2"},
     "packed": {"REDUCE_OPS_COLS_PACKED": "on"},
     "packed8": {"REDUCE_OPS_COLS_PACKED": "on", "REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"},
 }
@@ -687,8 +705,10 @@ def force_column_path(monkeypatch, mode):
 # launch folds each column's partials in order; automatic at some sizes, at every size with
 # REDUCE_OPS_COLS_ROW_GROUPS=on ("on"). Elsewhere blocks as wide as the columns, one element a
 # thread (launch_cols_full_width; automatic up to 128 columns and 16 MB; "full": at every size up
-# to 1024 columns, row groups off; "fold3": their splits folded in groups of 3 segments), and
-# past that, or with both off ("one"), the one-element kernel's 32-lane tiles. Packed row groups
+# to 1024 columns, row groups off; "fold3": their splits folded in the launch, in groups of 3
+# segments; "full_launch": by a second launch wherever the columns are whole words of partials),
+# and past that, or with both off ("one"; "one_launch": its splits folded by a second launch),
+# the one-element kernel's 32-lane tiles. Packed row groups
 # (launch_cols_packed: the same view in one column tile, a block as wide as a group's packs,
 # each block folding its columns' group values in shared memory before its partial goes out, a
 # second launch folding the partials a 16-byte word of columns a block; "packed": wherever it

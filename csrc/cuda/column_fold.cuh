@@ -28,6 +28,9 @@ struct ColsArgs {
   int64_t groups;  // ceil(splits / group)
   int64_t row_gap = 0;  // blockDim.y * reduced_stride: elements between a thread's rows
   int64_t group_cols = 0;  // packed row groups only: the columns of one row (inner / groups)
+  // Split launches: the segments' partials are folded by a second launch (fold_partial_words_kernel),
+  // not by the last blocks to arrive; no counters.
+  bool fold_launch = false;
 };
 
 // Rows a thread of reduce_cols_kernel loads at once (16-byte loads with kVec > 1): one round.
@@ -150,7 +153,8 @@ __device__ __forceinline__ bool publish_and_arrive(const Acc (&acc)[kVec], Acc* 
 
 // The folds after a block has its work item's values in acc (kVec columns a thread, rows of
 // threads not yet folded): the rows of threads fold, and with splits > 1 the block publishes
-// thread row 0's values for segment seg of tile tile_id; the block that completes its group
+// thread row 0's values for segment seg of tile tile_id (with a.fold_launch, that is all: the
+// second launch folds them); the block that completes its group
 // folds the group's partials, then the one that completes the groups folds theirs. Returns true
 // in the block whose thread row 0 then holds the columns' whole fold (every block when
 // splits == 1), false in the others. col: the thread's first column in [0, outer * inner);
@@ -163,7 +167,12 @@ __device__ __forceinline__ bool fold_segments(typename R::Acc (&acc)[kVec], cons
   using Acc = typename R::Acc;
   fold_thread_rows(acc, smem, r);
   if (a.splits == 1) return true;
-  const int64_t columns = a.outer * a.inner, g = seg / a.group;
+  const int64_t columns = a.outer * a.inner;
+  if (a.fold_launch) {
+    if (threadIdx.y == 0 && in_range) PartialRun<Acc, kVec>::store(scratch.partial + seg * columns + col, acc);
+    return false;
+  }
+  const int64_t g = seg / a.group;
   const int64_t members = (a.splits - g * a.group < a.group) ? a.splits - g * a.group : a.group;
   if (!publish_and_arrive(acc, scratch.partial + seg * columns + col, in_range,
                           scratch.counters + tile_id * a.groups + g, static_cast<unsigned>(members), last)) {

@@ -61,6 +61,9 @@ using Int = std::integral_constant<int, N>;
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
 //                               the column reduction's split sizing and first-level fold
 //                               (scripts/tune_cols.py);
+//   REDUCE_OPS_COLS_FOLD_LAUNCH=<n>
+//                               split column launches of at least n segments fold their
+//                               partials by a second launch, fewer in the launch (16; reduce.cu);
 //   REDUCE_OPS_COLS_ROW_GROUPS=off|on
 //                               columns that are not whole 16-byte packs load an element a
 //                               thread and row (off), or are reduced as rows of whole packs at

@@ -277,8 +277,46 @@ struct ColsPlan {
   ColsLaunch l;
 };
 
+// The second launch of a split column reduction (fold_partial_words_kernel, a programmatic
+// dependent of the first): `splits` rows of partials `width` apart, outer index o's `cols` columns
+// at o * padded (whole 16-byte words), `items` words in all. Up to 128 segments a warp a word
+// (one round of its 4 loads in flight a lane), else a block of 256 threads a word (up to 1024 in
+// one round; 4 blocks an SM make 528). H200, a block a word against a warp, CUDA graph, us
+// (h200_study/session56_columns.txt, section 2): bfloat16 sum 16384 x 4096 over dim 0 (33
+// segments) 35.82 -> 34.76, 4096 x 32768 (4) 74.16 -> 66.53; float32 16384 x 4096 68.05 ->
+// 64.80.
+template <typename Out, typename R>
+void launch_fold_partial_words(const typename R::Acc* partial, Out* out, int64_t splits, int64_t width, int cols,
+                               int padded, int64_t items, const R& r, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  if (splits <= 4 * kWarpSize) {
+    launch_dependent(fold_partial_words_kernel<Out, R, kWarpSize, kThreads>,
+                     grid_for(ceil_div(items, int64_t{kThreads / kWarpSize})), dim3(kThreads), 0, stream, partial, out,
+                     splits, width, cols, padded, items, r);
+  } else {
+    launch_dependent(fold_partial_words_kernel<Out, R, kThreads, kThreads>, grid_for(items), dim3(kThreads), 0,
+                     stream, partial, out, splits, width, cols, padded, items, r);
+  }
+}
+
+// Split column launches of at least this many segments fold their partials by a second launch
+// (launch_fold_partial_words) rather than by the last blocks to arrive, where the columns are
+// whole 16-byte words of partials (REDUCE_OPS_COLS_FOLD_LAUNCH sets the bound). The in-launch
+// fold is a chain of dependent steps after the last block's loads (publish, arrive, load the
+// group's rows, fold, publish, arrive, load, fold, store), run by one block while the SMs idle;
+// a second launch has its blocks resident already and folds every word at once. H200, sums
+// over dim 0, 20 back to back in a CUDA graph, us a call, in-launch -> second launch from 16
+// (h200_study/session56_columns.txt, section 4): bfloat16 442368 x 128 31.68 -> 29.75, 65536 x
+// 1024 36.34 -> 34.77, 131072 x 256 22.51 -> 19.97, 8192 x 256 5.56 -> 4.79; float32 442368 x
+// 128 57.20 -> 54.82, 65536 x 1024 65.49 -> 63.26, 32768 x 512 22.06 -> 20.30, full-width 8192
+// x 76 5.62 -> 4.74; of 34 cases none slower by more than 0.16 us (bfloat16 4096 x 4096 8.34 ->
+// 8.50). From 2 segments: float32 4096 x 32768 (2 segments) 122.6 -> 127.8, 2048 x 4096 8.36 ->
+// 8.94 (bfloat16 7.03 -> 6.36); from 8 or 32 within 0.6 us of 16.
+constexpr int64_t kFoldLaunchMinSplits = 16;
+
 // Launches reduce_cols_kernel (`kernel`, kVec columns a thread) on `plan`: the block shape's row
-// gap, and with splits > 1 the partials and zeroed counters its folds need.
+// gap, and with splits > 1 the partials and the folds they need: zeroed counters for the
+// in-launch folds, or the second launch.
 template <typename In, typename Out, typename R, typename Kernel>
 void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out_t, ColsPlan plan, int vec,
                       const R& r, cudaStream_t stream) {
@@ -288,17 +326,27 @@ void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out
   a.row_gap = l.by * a.reduced_stride;
   ColsScratch<Acc> scratch{nullptr, nullptr};
   at::Tensor partial, graph_owned;
+  const int64_t columns = a.outer * a.inner;
   if (a.splits > 1) {
+    constexpr int64_t kW = kPartialsPerWord<Acc>;
+    a.fold_launch = columns % kW == 0 && columns <= INT32_MAX &&
+                    a.splits >= env_positive("REDUCE_OPS_COLS_FOLD_LAUNCH", kFoldLaunchMinSplits);
     const ColsFold fold = cols_fold(a);
-    const int64_t columns = a.outer * a.inner;
-    partial = at::empty({fold.partial_rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+    const int64_t partial_rows = a.fold_launch ? a.splits : fold.partial_rows;
+    partial = at::empty({partial_rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
     scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
-    scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
+    if (!a.fold_launch) scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
   }
   const size_t smem = static_cast<size_t>(l.bx) * l.by * vec * sizeof(Acc);
-  kernel<<<grid_for(a.splits * a.outer * a.tiles), dim3(l.bx, l.by), smem, stream>>>(
-      xt.const_data_ptr<In>(), out_t.mutable_data_ptr<Out>(), a, scratch, r);
+  Out* out = out_t.mutable_data_ptr<Out>();
+  kernel<<<grid_for(a.splits * a.outer * a.tiles), dim3(l.bx, l.by), smem, stream>>>(xt.const_data_ptr<In>(), out, a,
+                                                                                   scratch, r);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (a.fold_launch) {
+    const int c = static_cast<int>(columns);
+    launch_fold_partial_words<Out>(static_cast<const Acc*>(scratch.partial), out, a.splits, columns, c, c,
+                                   columns / kPartialsPerWord<Acc>, r, stream);
+  }
 }
 
 // The reduced dim of a column launch of one tile a work item (launch_cols_full_width,
@@ -602,7 +650,6 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   // With splits > 1, rows of partials (one a segment) of outer x padded values, folded by the
   // second launch.
   constexpr int64_t kW = kPartialsPerWord<Acc>;
-  constexpr int kFoldThreads = 256;  // x 4 loads in flight: one round up to 1024 segments (4 blocks an SM make 528)
   const int64_t padded = ceil_div(g.inner, kW) * kW, width = a.outer * padded;
   at::Tensor partial;
   ColsScratch<Acc> scratch{nullptr, nullptr};
@@ -614,10 +661,8 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   kernel<<<grid_for(a.splits * a.outer), dim3(l.bx, l.by), smem, stream>>>(xt.const_data_ptr<In>(), out, a, scratch, r);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (a.splits == 1) return true;
-  const int64_t items = a.outer * (padded / kW);
-  launch_dependent(fold_partial_words_kernel<Out, R, kFoldThreads>, grid_for(items), dim3(kFoldThreads), 0, stream,
-                   static_cast<const Acc*>(scratch.partial), out, a.splits, width, static_cast<int>(g.inner),
-                   static_cast<int>(padded), items, r);
+  launch_fold_partial_words<Out>(static_cast<const Acc*>(scratch.partial), out, a.splits, width,
+                                 static_cast<int>(g.inner), static_cast<int>(padded), a.outer * (padded / kW), r, stream);
   return true;
 }
 

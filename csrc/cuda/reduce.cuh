@@ -17,13 +17,15 @@
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim, and blocks split it further when the
-//                             columns are few; their partials are folded in the same launch
-//                             (last block of a group, then last group), in a fixed order. With
-//                             kPackedRound, columns that are not whole packs as rows of
-//                             `groups` rows that are, the groups folded by each block before
-//                             its partial goes out, the partials by a second launch:
-//   fold_partial_words_kernel the packed kernel's partials, a block a 16-byte word of columns
-//                             (a programmatic dependent of the first launch).
+//                             columns are few; their partials are folded in a fixed order, in
+//                             the same launch (last block of a group, then last group) or, with
+//                             many segments, by a second launch. With kPackedRound, columns
+//                             that are not whole packs as rows of `groups` rows that are, the
+//                             groups folded by each block before its partial goes out, the
+//                             partials by a second launch:
+//   fold_partial_words_kernel the partials of the packed kernel and of split column launches of
+//                             many segments, a warp or a block a 16-byte word of columns (a
+//                             programmatic dependent of the first launch).
 //   reduce_cols_few_kernel    small reductions over an outer dim (up to 2048 reduced rows): a
 //                             block reads all the rows of its columns at once, no split.
 //   fold_row_groups_kernel    the second launch of a column reduction whose columns are not
@@ -721,9 +723,9 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x][kVec]
   __shared__ bool last;
-  // The packed kernel's fold launch (fold_partial_words_kernel) may start as this grid's blocks
-  // leave their SMs; it waits for their partials.
-  if constexpr (kPackedRound > 0) allow_dependents();
+  // A fold launch (fold_partial_words_kernel: the packed kernel's, a.fold_launch's) may start as
+  // this grid's blocks leave their SMs; it waits for their partials. Without one this is a no-op.
+  allow_dependents();
   const int64_t tile_cols = static_cast<int64_t>(blockDim.x) * kVec;
   const int64_t tiles = a.tiles;
   const int64_t items = a.splits * a.outer * tiles;
@@ -827,44 +829,49 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   }
 }
 
-// The second launch of the packed column kernel with splits > 1 (reduce_cols_kernel<...,
-// kPackedRound>; reduce.cu's launch_cols_packed), a programmatic dependent of the first: `partial`
-// holds `splits` rows of `width` values (R::Acc), outer index o's `cols` columns at o * padded,
-// padded with the identity to whole 16-byte words (padded / kPartialsPerWord of them). Block item =
-// o * words + word folds one word's kPartialsPerWord columns: thread t the rows t, t + kThreads, ...
-// in order (kBatch words in flight), then the warps by butterfly and the warps' results in order:
-// the same tree on every run. Each block reads its word's rows only. H200, against the last block
-// of the first launch folding every row with all its threads (one block reading 40-400 KB of
-// partials at ~20-100 GB/s; h200_study/session54_columns.txt, section 6), time of the call's
+// The second launch of a split column reduction (reduce.cu's launch_fold_partial_words), a
+// programmatic dependent of the first: `partial` holds `splits` rows of `width` values (R::Acc),
+// outer index o's `cols` columns at o * padded, padded with the identity to whole 16-byte words
+// (padded / kPartialsPerWord of them). Item = o * words + word folds one word's kPartialsPerWord
+// columns with kItemThreads threads, a warp or the whole block: thread t the rows t, t +
+// kItemThreads, ... in order (kBatch words in flight), then the warp by butterfly and, in a block,
+// the warps' results in order: the same tree on every run. Each item reads its word's rows only.
+// The packed kernel's partials (reduce_cols_kernel<..., kPackedRound>): H200, against the last
+// block of the first launch folding every row with all its threads (one block reading 40-400 KB
+// of partials at ~20-100 GB/s; h200_study/session54_columns.txt, section 6), time of the call's
 // kernels, us (h200_study/session55_columns.txt, section 2): bfloat16 sums 16384 x 197 8.37 ->
 // 6.61, 32768 x 197 10.13 -> 8.45, 65536 x 77 7.94 -> 7.84; float32 32768 x 197 12.80 -> 11.10;
 // back to back in a CUDA graph 0.5-2.2 us a call less in all 10 cases measured.
-template <typename Out, typename R, int kThreads>
+template <typename Out, typename R, int kItemThreads, int kThreads>
 __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const typename R::Acc* __restrict__ partial,
                                                                       Out* __restrict__ out, int64_t splits,
                                                                       int64_t width, int cols, int padded,
                                                                       int64_t items, R r) {
+  static_assert(kItemThreads % kWarpSize == 0 && kThreads % kItemThreads == 0, "whole warps an item");
   using Acc = typename R::Acc;
-  constexpr int kW = kPartialsPerWord<Acc>, kBatch = 4, kWarps = kThreads / kWarpSize;
+  constexpr int kW = kPartialsPerWord<Acc>, kBatch = 4, kWarps = kItemThreads / kWarpSize;
+  constexpr int kSlots = kThreads / kItemThreads;  // items a block folds at once
   __shared__ Acc warp_results[kWarps][kW];
   wait_for_prerequisite();
-  const int words = padded / kW, lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+  const int words = padded / kW, t = threadIdx.x % kItemThreads, lane = threadIdx.x % kWarpSize;
+  // Whole items step together: a block's threads all reach its barriers, a warp's lanes its shuffles.
+  for (int64_t item = blockIdx.x * static_cast<int64_t>(kSlots) + threadIdx.x / kItemThreads; item < items;
+       item += static_cast<int64_t>(gridDim.x) * kSlots) {
     const int64_t o = item / words;
     const int word = static_cast<int>(item - o * words);
     const Acc* col = partial + o * padded + word * kW;
     Acc acc[kW];
 #pragma unroll
     for (int k = 0; k < kW; ++k) acc[k] = R::identity();
-    for (int64_t j = threadIdx.x; j < splits; j += kBatch * kThreads) {
+    for (int64_t j = t; j < splits; j += kBatch * kItemThreads) {
       Acc v[kBatch][kW];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        if (j + b * kThreads < splits) PartialRun<Acc, kW>::load(col + (j + b * kThreads) * width, v[b]);
+        if (j + b * kItemThreads < splits) PartialRun<Acc, kW>::load(col + (j + b * kItemThreads) * width, v[b]);
       }
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        if (j + b * kThreads < splits) {
+        if (j + b * kItemThreads < splits) {
 #pragma unroll
           for (int k = 0; k < kW; ++k) acc[k] = r(acc[k], v[b][k]);
         }
@@ -872,18 +879,28 @@ __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const type
     }
 #pragma unroll
     for (int k = 0; k < kW; ++k) acc[k] = warp_all_reduce<kWarpSize>(acc[k], r);
-    if (lane == 0) {
+    if constexpr (kWarps == 1) {
+      if (lane == 0) {
 #pragma unroll
-      for (int k = 0; k < kW; ++k) warp_results[warp][k] = acc[k];
+        for (int k = 0; k < kW; ++k) {
+          if (word * kW + k < cols) out[o * cols + word * kW + k] = static_cast<Out>(r.finish(acc[k]));
+        }
+      }
+    } else {
+      const int warp = t / kWarpSize;
+      if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < kW; ++k) warp_results[warp][k] = acc[k];
+      }
+      __syncthreads();
+      if (t < kW) {
+        const int k = t, c = word * kW + k;
+        Acc s = warp_results[0][k];
+        for (int w = 1; w < kWarps; ++w) s = r(s, warp_results[w][k]);
+        if (c < cols) out[o * cols + c] = static_cast<Out>(r.finish(s));
+      }
+      __syncthreads();  // warp_results is rewritten by the next item
     }
-    __syncthreads();
-    if (threadIdx.x < kW) {
-      const int k = threadIdx.x, c = word * kW + k;
-      Acc s = warp_results[0][k];
-      for (int w = 1; w < kWarps; ++w) s = r(s, warp_results[w][k]);
-      if (c < cols) out[o * cols + c] = static_cast<Out>(r.finish(s));
-    }
-    __syncthreads();  // warp_results is rewritten by the next item
   }
 }
 
