@@ -5,6 +5,8 @@ sum  == torch.sum(x, dim, keepdim, dtype=dtype), float32 accumulation for half/b
 amax == torch.amax(x, dim, keepdim), exactly; NaN propagates; the identity is -inf;
         a zero-size reduced dim raises as torch does.
 """
+import math
+
 import pytest
 import torch
 
@@ -814,6 +816,24 @@ def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     ref = x.double().sum(dim if dim is not None else ())
     bound = 8 * 2.0 ** -24 * x.double().abs().sum(dim if dim is not None else ())
     err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()
+    assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
+
+
+@requires_cuda
+@pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
+@pytest.mark.parametrize("cols", [77, 197, 1000, 1021])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
+    # Rows a group's lanes read in one round of loads (up to 256 packs: 1024 float32 or 2048
+    # bfloat16 columns, 16384-21790 rows here) are summed plain, not compensated (reduce.cu's
+    # launch_rows_unsplit): a pairwise tree over the lanes' packs with an add or two for the
+    # unaligned edges, so |error| <= depth * u * sum|x| a row, depth <= ceil(log2(cols)) + 4.
+    x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
+    x = x[: x.numel() // cols * cols].view(-1, cols)
+    ref = x.double().sum(1)
+    depth = math.ceil(math.log2(cols)) + 4
+    bound = depth * 2.0 ** -24 * x.double().abs().sum(1)
+    err = (reduce_ops.sum(x, 1, dtype=torch.float32).double() - ref).abs()
     assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
 
 

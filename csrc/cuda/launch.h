@@ -36,7 +36,8 @@ using Int = std::integral_constant<int, N>;
 //                               (launchers ignore names that are not theirs);
 //   REDUCE_OPS_SUM=plain|compensated
 //                               sums without or with compensation, whatever the result's dtype
-//                               (to measure what compensation costs; reduce.cu's rule otherwise);
+//                               (to measure what compensation costs; reduce.cu's rule otherwise;
+//                               rows a lane reads in one round are a plain tree either way);
 //   REDUCE_OPS_CLUSTER=<blocks> the row kernels' cluster paths try that cluster size only
 //                               (cluster_row: where that many blocks hold the row);
 //   REDUCE_OPS_BLOCK_PACKS=2|4|8

@@ -122,8 +122,20 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   const int64_t packs = ceil_div(a.cols, a.elem_stride == 1 ? kMaxVec<In> : 1);
   auto group = [&](auto width_tag, auto unroll_tag) {
     constexpr int kWidth = decltype(width_tag)::value, kUnroll = decltype(unroll_tag)::value;
-    reduce_rows_group_kernel<In, Out, R, kWidth, kUnroll>
-        <<<grid_for(ceil_div(a.rows, kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
+    const int64_t grid = grid_for(ceil_div(a.rows, kBlock / kWidth));
+    // Rows a lane reads in one round (at most kUnroll packs or elements, and the edges) are
+    // folded as one pairwise tree with a few adds (depth <= 13 for 32 lanes of 8 16-bit packs),
+    // so a compensated sum adds plain there, as the short aligned rows' kernel. Its Neumaier
+    // steps cost 5-17% (H200, float32 sums, time of the kernel, us, compensated -> plain;
+    // h200_study/session56_columns.txt, section 3): 65536 x 77 8.40 -> 6.93, 32768 x 197 9.23 ->
+    // 7.70, 16384 x 1000 17.06 -> 16.13, 16384 x 1021 17.66 -> 16.51 (torch.compile 9.15, 7.79,
+    // 15.90, 16.18), where issue 3 allows compensation 2%.
+    if (packs <= kWidth * kUnroll) {
+      using Tree = typename TreeReducer<R>::type;
+      reduce_rows_group_kernel<In, Out, Tree, kWidth, kUnroll><<<grid, kBlock, 0, stream>>>(x, out, a, Tree{});
+    } else {
+      reduce_rows_group_kernel<In, Out, R, kWidth, kUnroll><<<grid, kBlock, 0, stream>>>(x, out, a, r);
+    }
   };
   // Short rows: lanes per row so that each lane reads at most 4 packs, all in flight at once.
   // Medium rows (under 32 packs a lane), when the rows fill the GPU with warps: a warp per row

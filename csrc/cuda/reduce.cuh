@@ -88,6 +88,18 @@ struct NeumaierReducer {
   __device__ V finish(Acc a) const { return a.sum - a.sum == V(0) ? a.sum + a.comp : a.sum; }
 };
 
+// The reducer of a fold that is a pairwise tree with a few adds (a thread's one round of loads,
+// then the lanes' butterfly): its error is already bounded by the tree's depth, not the row's
+// length, so a compensated sum adds plain there. Others are unchanged.
+template <typename R>
+struct TreeReducer {
+  using type = R;
+};
+template <typename V>
+struct TreeReducer<NeumaierReducer<V>> {
+  using type = PlainReducer<SumOp<V>>;
+};
+
 // The pairwise fold of n values (a power of two) with fold(a, b): halves, in place. Values fold
 // with R's reduce, running states (R::Acc) with R's merge, R itself.
 template <typename T, int n, typename Fold>
