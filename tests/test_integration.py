@@ -326,10 +326,12 @@ def test_cuda_graphs_of_split_reductions_replay_concurrently():
 # capture): packed unaligned columns (REDUCE_OPS_COLS_PACKED=on): (8192, 77) and (4096, 197)
 # split the rows over blocks, (5000, 8, 77) over dim 1 does not (one launch, 5000 outer indices);
 # aligned columns split in segments (from 2 with REDUCE_OPS_COLS_FOLD_LAUNCH=2): (20000, 24) and
-# (3, 3000, 16) in a few (a warp a word), (300000, 8) in more than 128 (a block a word).
+# (3, 3000, 16) in a few, (300000, 8) in more than 128 (a block a word), (4096, 2048) in a few
+# with 512-1024 words of partials (a warp a word).
 GRAPH_SECOND_LAUNCH_CASES = {
     "packed": ({"REDUCE_OPS_COLS_PACKED": "on"}, [((8192, 77), 0), ((4096, 197), 0), ((5000, 8, 77), 1)]),
-    "aligned": ({"REDUCE_OPS_COLS_FOLD_LAUNCH": "2"}, [((20000, 24), 0), ((3, 3000, 16), 1), ((300000, 8), 0)]),
+    "aligned": ({"REDUCE_OPS_COLS_FOLD_LAUNCH": "2"},
+                [((20000, 24), 0), ((3, 3000, 16), 1), ((300000, 8), 0), ((4096, 2048), 0)]),
 }
 
 

@@ -625,8 +625,9 @@ def test_split_counters_reset_between_calls_and_streams(shape, dim):
 # How a split column launch folds its segments' partials: in the same launch (the last block of
 # each group of REDUCE_OPS_COLS_FOLD_GROUP segments, then the last group: two levels when there
 # are several), or by a second launch (fold_partial_words_kernel: a warp a word of columns up to
-# 128 segments, a block past that), which REDUCE_OPS_COLS_FOLD_LAUNCH=<n> takes from n segments
-# (reduce.cu's launch_cols_plan; 16 by default).
+# 128 segments where the words are at least 2 an SM, else a block a word), which
+# REDUCE_OPS_COLS_FOLD_LAUNCH=<n> takes from n segments (reduce.cu's launch_cols_plan; 16 by
+# default).
 _NEVER = "1000000"
 COLUMN_FOLDS = {"group1": {"REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER, "REDUCE_OPS_COLS_FOLD_GROUP": "1"},
                 "group3": {"REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER, "REDUCE_OPS_COLS_FOLD_GROUP": "3"},
@@ -639,13 +640,15 @@ COLUMN_FOLDS = {"group1": {"REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER, "REDUCE_OPS_CO
 @pytest.mark.parametrize("plan", ["auto", "stream"])
 @pytest.mark.parametrize("fold", list(COLUMN_FOLDS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=dtype_id)
-@pytest.mark.parametrize("shape", [(5000, 8), (20000, 24), (4000, 300), (3, 3000, 16), (300000, 8)], ids=str)
+@pytest.mark.parametrize("shape", [(5000, 8), (20000, 24), (4000, 300), (3, 3000, 16), (300000, 8), (4096, 2048)],
+                         ids=str)
 def test_split_columns_fold_in_one_or_two_levels_or_a_second_launch(monkeypatch, plan, fold, dtype, shape):
     # Every fold must give torch's answer, the same bits on every call, in either column plan
     # (these small shapes split in 8-157 one-round segments automatically, "wave"; "stream" splits
     # them in segments of 256 rows or more; (300000, 8) streams in more than 128 segments, the
-    # second launch's block a word). group3 leaves a last group short; (3, 3000, 16) has 3 outer
-    # indices, (4000, 300) bfloat16 is not whole packs (not a split launch of this kind).
+    # second launch's block a word; (4096, 2048) has 512-1024 words of partials, a warp a word).
+    # group3 leaves a last group short; (3, 3000, 16) has 3 outer indices, (4000, 300) bfloat16 is
+    # not whole packs (not a split launch of this kind).
     if plan != "auto":
         monkeypatch.setenv("REDUCE_OPS_STRATEGY", plan)
     for name, value in COLUMN_FOLDS[fold].items():

@@ -291,17 +291,19 @@ struct ColsPlan {
 
 // The second launch of a split column reduction (fold_partial_words_kernel, a programmatic
 // dependent of the first): `splits` rows of partials `width` apart, outer index o's `cols` columns
-// at o * padded (whole 16-byte words), `items` words in all. Up to 128 segments a warp a word
-// (one round of its 4 loads in flight a lane), else a block of 256 threads a word (up to 1024 in
-// one round; 4 blocks an SM make 528). H200, a block a word against a warp, CUDA graph, us
-// (h200_study/session56_columns.txt, section 2): bfloat16 sum 16384 x 4096 over dim 0 (33
-// segments) 35.82 -> 34.76, 4096 x 32768 (4) 74.16 -> 66.53; float32 16384 x 4096 68.05 ->
-// 64.80.
+// at o * padded (whole 16-byte words), `items` words in all. A warp a word where one round of its
+// 4 loads a lane covers the segments (up to 128) and the words are at least 2 an SM, else a block
+// of 256 threads a word (up to 1024 segments in one round; 4 blocks an SM make 528). H200, CUDA
+// graph, us, a block a word -> a warp (h200_study/session56_columns.txt, sections 2 and 6): sums
+// over dim 0, bfloat16 16384 x 4096 (33 segments, 1024 words) 36.17 -> 34.55, 4096 x 32768 (4
+// segments, 8192 words) 74.16 -> 66.53; float32 16384 x 4096 68.65 -> 64.27; but packed columns
+// of few words lost (float32 32768 x 197, 99 words: 8.16 -> 9.93; 16384 x 197 6.60 -> 8.36):
+// 13 blocks of 8 warps against 99 blocks.
 template <typename Out, typename R>
 void launch_fold_partial_words(const typename R::Acc* partial, Out* out, int64_t splits, int64_t width, int cols,
                                int padded, int64_t items, const R& r, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  if (splits <= 4 * kWarpSize) {
+  if (splits <= 4 * kWarpSize && items >= 2 * sm_count()) {
     launch_dependent(fold_partial_words_kernel<Out, R, kWarpSize, kThreads>,
                      grid_for(ceil_div(items, int64_t{kThreads / kWarpSize})), dim3(kThreads), 0, stream, partial, out,
                      splits, width, cols, padded, items, r);
