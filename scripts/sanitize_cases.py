@@ -69,12 +69,21 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
             check(f"sum {strategy} {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim), tol * 50)
             check(f"amax {strategy} {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim), 0)
     os.environ.pop("REDUCE_OPS_STRATEGY")
-    # A column split whose partials fold in two levels (groups of 4 segments, then the groups).
+    # A column split whose partials fold in the launch in two levels (groups of 4 segments, then
+    # the groups), then splits folded by a second launch from 2 segments: a block a word (5000 x 8,
+    # few words; 300000 x 8, more than 128 segments) and a warp a word (4096 x 2048, many words).
     os.environ["REDUCE_OPS_COLS_FOLD_GROUP"] = "4"
+    os.environ["REDUCE_OPS_COLS_FOLD_LAUNCH"] = "1000000"
     x = torch.randn(5000, 8, device=dev, dtype=dtype)
     check(f"sum {dtype} two-level column fold", reduce_ops.sum(x, 0), x.double().sum(0), tol * 50)
     check(f"amax {dtype} two-level column fold", reduce_ops.amax(x, 0), torch.amax(x, 0), 0)
     os.environ.pop("REDUCE_OPS_COLS_FOLD_GROUP")
+    os.environ["REDUCE_OPS_COLS_FOLD_LAUNCH"] = "2"
+    for shape in [(5000, 8), (300000, 8), (4096, 2048)]:
+        x = torch.randn(shape, device=dev, dtype=dtype)
+        check(f"sum {dtype} {shape} fold launch", reduce_ops.sum(x, 0), x.double().sum(0), tol * 50)
+        check(f"amax {dtype} {shape} fold launch", reduce_ops.amax(x, 0), torch.amax(x, 0), 0)
+    os.environ.pop("REDUCE_OPS_COLS_FOLD_LAUNCH")
     # Rows a group of lanes shares (forced: a warp of 8 packs a lane past 128 packs), ending its
     # rounds part way (the last round's packs past the row are the identity, not loaded), and
     # starting anywhere in a pack (head and tail elements loaded apart from the packs).
@@ -89,15 +98,16 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # blocks as wide as the columns (up to 1024: 1002 threads a block), split or not; packed row
     # groups (the group values folded in shared memory, the segments' partials by a second
     # launch: 501 packs a block, blocks that take several work items with 5000 outer indices).
-    # With a middle dim; then 20000 x 77 with the full-width kernel's splits folded in groups of
-    # 3 segments (a partial last group) and the packed kernel at 8 blocks an SM (more segments).
+    # With a middle dim; then 20000 x 77 with the full-width kernel's splits folded in the launch
+    # in groups of 3 segments (a partial last group) and the packed kernel at 8 blocks an SM (more
+    # segments).
     off = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
     for label, knobs, shapes, extra in [
             ("row groups", {**off, "REDUCE_OPS_COLS_ROW_GROUPS": "on"},
              [((8192, 77), 0), ((3, 4096, 77), 1), ((64, 50257), 0)], {}),
             ("full width", {**off, "REDUCE_OPS_COLS_FULL_WIDTH": "on"},
              [((8193, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0)],
-             {"REDUCE_OPS_COLS_FOLD_GROUP": "3"}),
+             {"REDUCE_OPS_COLS_FOLD_GROUP": "3", "REDUCE_OPS_COLS_FOLD_LAUNCH": "1000000"}),
             ("packed", {"REDUCE_OPS_COLS_PACKED": "on"},
              [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1)],
              {"REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"})]:
