@@ -12,6 +12,8 @@
 //          wave (small inputs; automatic only, as the rows' few)
 //   wave   one or two rounds of loads a thread, all blocks in one wave (small inputs)
 //   stream many rounds a thread, the reduced dim split over up to one wave (split: at least 2)
+//   (a split of wave or stream folds its segments' partials in the launch, or from 16 segments
+//   by a second launch: launch_cols_plan)
 //   groups columns that are not whole 16-byte packs: rows taken a few at a time, as whole packs,
 //          then each column's partials folded (launch_cols_row_groups; automatic only, as few)
 //   full   columns that are not whole packs, no row groups: a block as wide as the columns, one
