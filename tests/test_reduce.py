@@ -713,12 +713,12 @@ def force_column_path(monkeypatch, mode):
 # to 1024 columns, row groups off; "fold3": their splits folded in the launch, in groups of 3
 # segments; "full_launch": by a second launch wherever the columns are whole words of partials),
 # and past that, or with both off ("one"; "one_launch": its splits folded by a second launch),
-# the one-element kernel's 32-lane tiles. Packed row groups
-# (launch_cols_packed: the same view in one column tile, a block as wide as a group's packs,
-# each block folding its columns' group values in shared memory before its partial goes out, a
-# second launch folding the partials a 16-byte word of columns a block; "packed": wherever it
-# applies, up to 1024 packs, groups dividing the rows, x on 16 bytes; "packed8": 8 blocks an SM,
-# more segments to fold). Odd and even column
+# the one-element kernel's 32-lane tiles. Packed row groups (launch_cols_packed: the same view in
+# one column tile, a block as wide as a group's packs, each block folding its columns' group
+# values in shared memory before its partial goes out, a second launch folding the partials, a
+# block (or a warp) a 16-byte word of columns; "packed": wherever it applies, up to 1024 packs,
+# groups dividing the rows, x on 16 bytes; "packed8": 8 blocks an SM, more segments to fold).
+# Odd and even column
 # counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an outer index > 1; 5000 of them:
 # blocks that take several work items), few and many reduced rows (no split; one block's reach,
 # the wave and streaming plans), a row count no group size divides and a start off 16 bytes; NaN

@@ -193,8 +193,9 @@ __device__ __forceinline__ bool fold_segments(typename R::Acc (&acc)[kVec], cons
   return true;
 }
 
-// Partials a 16-byte word holds: the packed kernel's rows of partials are padded to whole words
-// (reduce.cuh's fold_packed and fold_partial_words_kernel).
+// Partials a 16-byte word holds: the unit fold_partial_words_kernel folds (reduce.cuh). The
+// packed kernel pads its rows of partials to whole words; other split column launches fold by it
+// only where their columns are whole words (reduce.cu's launch_cols_plan).
 template <typename Acc>
 constexpr int kPartialsPerWord = (sizeof(Acc) <= 16 && 16 % sizeof(Acc) == 0) ? static_cast<int>(16 / sizeof(Acc)) : 1;
 

@@ -609,8 +609,8 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // registers), up to kPackedRows rows of threads each loading kPackedRound rows of packs at once,
 // the reduced dim split in segments of such rounds over up to kPackedBlocksPerSM blocks an SM
 // (fewer where fewer fit). Each block folds its columns' `groups` values in shared memory before
-// its partial goes out, and a second launch folds the segments' partials, a block a 16-byte word
-// of columns (fold_partial_words_kernel, a programmatic dependent of the first): no finished
+// its partial goes out, and a second launch folds the segments' partials, a block or a warp a
+// 16-byte word of columns (launch_fold_partial_words, a programmatic dependent of the first): no finished
 // partials, so a compensated sum stays compensated to the end. Needs x on 16 bytes, dense rows,
 // outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
 // types past the row groups' small sizes (3.5 MB; 6 MB and 192 MB until the second launch) and
