@@ -427,6 +427,21 @@ def test_reduce_scale_every_cuda_strategy(monkeypatch, strategy, dtype, shape):
         check_reduce_scale_(x.clone(), eps=1e-3)
 
 
+@requires_cuda
+@pytest.mark.parametrize("strategy", ROW_STRATEGIES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_reduce_scale_scale_stored_with_or_without_the_l2_policy(monkeypatch, strategy, dtype):
+    # The scale is stored under an L2 evict_last policy (a 32-bit store, 64-bit for float64), or
+    # plainly with REDUCE_OPS_SCALE_STORE=plain: each as torch's, the same bits either way.
+    force_row_strategy(monkeypatch, strategy)
+    x = special_rows(make_input((9, 1000), dtype, "cuda"), dtype)
+    out, scale = check_reduce_scale(x)
+    monkeypatch.setenv("REDUCE_OPS_SCALE_STORE", "plain")
+    plain_out, plain_scale = check_reduce_scale(x)
+    assert_exactly_equal(scale, plain_scale)
+    assert_exactly_equal(out, plain_out)
+
+
 @unaligned_row_cases
 def test_reduce_scale_unaligned_rows_in_shared_memory(smem_load, dtype, case):
     # conftest.unaligned_rows, out of place and in place (x's rows written back at their own

@@ -83,6 +83,7 @@ struct ReduceScalePolicy {
   static constexpr bool kNeedsSum = false;
   Acc eps;
   Acc* scale;  // one per row
+  bool scale_evict_last;  // scale stored by store_evict_last (else plainly)
   static constexpr bool kAbsKey = true;
   __device__ static Acc key(Acc x) { return fabs(x); }  // |-0| = +0, as torch's x.abs()
   __device__ Acc stat(Acc absmax) const { return clamp_min_keep_nan(absmax, eps); }
@@ -92,7 +93,10 @@ struct ReduceScalePolicy {
   // x / scale (0 for a zero row) with no division per element: a division is a ~10-instruction
   // subroutine that made ReduceScale compute-bound where softmax is not.
   __device__ static ScaleDivider<Acc> finisher(Acc s, Acc) { return ScaleDivider<Acc>(s); }
-  __device__ void write_stat(int64_t row, Acc s) const { scale[row] = s; }
+  __device__ void write_stat(int64_t row, Acc s) const {
+    if (scale_evict_last) store_evict_last(scale + row, s);
+    else scale[row] = s;
+  }
 };
 
 template <typename T, int kVec>
