@@ -442,6 +442,23 @@ def test_reduce_scale_scale_stored_with_or_without_the_l2_policy(monkeypatch, st
     assert_exactly_equal(out, plain_out)
 
 
+@requires_cuda
+@pytest.mark.parametrize("shape", [(9, 1000), (9, 6000), (6, 16384), (9, 4099)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+def test_reduce_scale_block_rows_loaded_with_or_without_the_l2_policy(monkeypatch, shape, dtype):
+    # The block kernel loads its rows' 16-byte packs under an L2 evict_last policy (2, 4 and 8
+    # packs a thread; unaligned rows peeled), or plainly with REDUCE_OPS_ROW_LOAD=plain: each as
+    # torch's, the same bits either way, in place too.
+    force_row_strategy(monkeypatch, "block")
+    x = special_rows(make_input(shape, dtype, "cuda"), dtype)
+    out, scale = check_reduce_scale(x)
+    check_reduce_scale_(x.clone())
+    monkeypatch.setenv("REDUCE_OPS_ROW_LOAD", "plain")
+    plain_out, plain_scale = check_reduce_scale(x)
+    assert_exactly_equal(scale, plain_scale)
+    assert_exactly_equal(out, plain_out)
+
+
 @unaligned_row_cases
 def test_reduce_scale_unaligned_rows_in_shared_memory(smem_load, dtype, case):
     # conftest.unaligned_rows, out of place and in place (x's rows written back at their own

@@ -11,7 +11,7 @@ import torch
 import reduce_ops
 from conftest import (
     _FLOAT_FORMAT, ARITHMETIC_RTOL, DTYPES, INT_LIKE_DTYPES, LAYOUTS, accumulate_dtype,
-    assert_close_to_reference, assert_like_torch_result, unit_roundoff, dtype_id, make_input, message_names_dtype, reference_softmax, requires_cuda, softmax_tolerance,
+    assert_close_to_reference, assert_same_bits, assert_like_torch_result, unit_roundoff, dtype_id, make_input, message_names_dtype, reference_softmax, requires_cuda, softmax_tolerance,
 )
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -400,6 +400,19 @@ def special_rows(x):
         x[3, ::3] = float("-inf")
         x[3, cols - 1] = float("inf")
     return x
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape", [(9, 1000), (9, 6000), (6, 16384), (9, 4099)], ids=str)
+def test_softmax_block_rows_loaded_with_or_without_the_l2_policy(monkeypatch, dtype, shape):
+    # The block kernel loads its rows' 16-byte packs under an L2 evict_last policy (2, 4 and 8
+    # packs a thread; unaligned rows peeled), or plainly with REDUCE_OPS_ROW_LOAD=plain: each as
+    # torch's, the same bits either way.
+    force_row_strategy(monkeypatch, "block")
+    x = special_rows(make_input(shape, dtype, "cuda"))
+    marked = check_softmax(x, -1)
+    monkeypatch.setenv("REDUCE_OPS_ROW_LOAD", "plain")
+    assert_same_bits(check_softmax(x, -1), marked)
 
 
 @requires_cuda

@@ -133,6 +133,12 @@ struct PackWords {
 #pragma unroll
     for (int i = 0; i < kWords; ++i) w[i] = pk.v[i];
   }
+  // As load, the line marked evict_last (load_evict_last; 16-byte packs).
+  __device__ __forceinline__ void load_evict_last(const In* p) {
+    static_assert(kWords == 4, "16-byte packs");
+    const uint4 u = reduce_ops::cuda::load_evict_last(reinterpret_cast<const uint4*>(p));
+    memcpy(w, &u, sizeof(u));
+  }
   template <typename Acc>
   __device__ __forceinline__ Acc get(int k) const { return widen_element<In, Acc, kWords>(w, k); }
 };
@@ -674,12 +680,16 @@ __device__ __forceinline__ void stagger_cluster_start(const RowShare<kCluster>& 
 // without clusters (C = 1) use it to hold a row in half the threads, so that two share an SM.
 // kPeeled (no clusters, no Ahead::kShared): the row's aligned middle laid out so (RowPacks), its
 // edges an element a thread of the first 2 x kVec - 2 (RowEdges), loaded with the packs.
+// kLastLoads (no clusters, staging or loads ahead; 16-byte packs): the row's packs loaded by
+// load_evict_last, their lines kept in the L2 over the output's (softmax.cu's launch_block).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
-          Ahead kAhead = Ahead::kNone, bool kStaged = false, bool kPeeled = false>
+          Ahead kAhead = Ahead::kNone, bool kStaged = false, bool kPeeled = false, bool kLastLoads = false>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                              RowGeometry g, Policy policy, unsigned stagger_ns) {
   static_assert(!(kStaged && kAhead == Ahead::kShared), "one use of the shared memory at a time");
   static_assert(!kPeeled || (!kCluster && kAhead != Ahead::kShared), "peeled rows: blocks without a shared ring");
+  static_assert(!kLastLoads || (!kCluster && !kStaged && kAhead == Ahead::kNone && kVec * sizeof(In) == 16),
+                "evict_last loads: 16-byte packs of a block's own row, loaded when its turn comes");
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
   using Packs = RowPacks<In, kVec, kPeeled>;
   using Edges = RowEdges<In, Acc, Policy, 1, kPeeled>;
@@ -737,14 +747,23 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
     // the row's first pack instead, and is never used. (Not in clusters: the 1024-thread cluster
     // kernel then spilled 48-72 bytes and lost 5 points, bfloat16 -> float32 1024 x 262144.)
     constexpr bool kUnguarded = !kCluster && kAhead == Ahead::kNone && Fragment::kHoldsAcc && sizeof(In) < sizeof(Acc);
+    const auto load_pack = [&](int p, const In* src) {
+      if constexpr (kLastLoads) {
+        PackWords<In, kVec> w;
+        w.load_evict_last(src);
+        f.take(p, w);
+      } else {
+        f.load(p, src);
+      }
+    };
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if constexpr (kUnguarded) {
-        f.load(p, xr + at.head + (q < packs ? q : 0) * kVec);
+        load_pack(p, xr + at.head + (q < packs ? q : 0) * kVec);
       } else if (q < packs) {
         if constexpr (kAhead != Ahead::kNone) f.take(p, next.take(p));
-        else f.load(p, xr + at.head + q * kVec);
+        else load_pack(p, xr + at.head + q * kVec);
       }
     }
     // From the prefetched words while they are still held (they become the next row's after the

@@ -285,8 +285,24 @@ template <typename In, typename Out, typename Acc, typename Policy, int kVec, bo
 void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   if constexpr (kVec > 1) {  // the dispatcher never asks for kVec == 1 (block_fits is false)
     const int64_t packs = g.cols / kVec;
+    // 16-byte packs load under an L2 evict_last policy (load_evict_last), each row when its turn
+    // comes, unless REDUCE_OPS_ROW_LOAD=plain (a developer knob, for measurement; then
+    // REDUCE_OPS_AHEAD applies). H200 (h200_study/session58_rows.txt), plain -> marked, us:
+    // softmax float32 16384 x 4096 133.0 -> 128.7, 65536 x 2048 263.4 -> 252.7, 4096 x 32768 265.5
+    // -> 257.6; ReduceScale float32 16384 x 4096 133.5 -> 128.5 (0.96x -> 1.00x torch.compile),
+    // bfloat16 4096 x 32768 136.0 -> 131.8; no case slower. Loading the next row ahead into
+    // registers (Ahead::kRegisters) gained nothing beside it.
+    const bool last_loads = kVec * sizeof(In) == 16 && !env_equals("REDUCE_OPS_ROW_LOAD", "plain");
     auto run = [&](auto packs_tag, Ahead automatic) {
       constexpr int kPacks = decltype(packs_tag)::value;
+      if constexpr (kVec * sizeof(In) == 16) {
+        if (last_loads) {
+          auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, false, kPeeled, true>;
+          const int threads = warps_of_threads(packs, kPacks);
+          kernel<<<row_kernel_grid(kernel, g.rows, threads, 0), threads, 0, stream>>>(x, y, g, policy, 0u);
+          return;
+        }
+      }
       // Registers or nothing: the bulk copy (Ahead::kShared) lost here (launch_cluster).
       with_ahead<kPacks <= kMaxPrefetchPacks, false>(automatic, [&](auto ahead_tag) {
         auto kernel =
