@@ -290,8 +290,9 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // REDUCE_OPS_AHEAD applies). H200 (h200_study/session58_rows.txt), plain -> marked, us:
     // softmax float32 16384 x 4096 133.0 -> 128.7, 65536 x 2048 263.4 -> 252.7, 4096 x 32768 265.5
     // -> 257.6; ReduceScale float32 16384 x 4096 133.5 -> 128.5 (0.96x -> 1.00x torch.compile),
-    // bfloat16 4096 x 32768 136.0 -> 131.8; no case slower. Loading the next row ahead into
-    // registers (Ahead::kRegisters) gained nothing beside it.
+    // bfloat16 4096 x 32768 136.0 -> 131.8; no case slower; as much over 8 inputs read once each
+    // (no line left by one call serving the next). Loading the next row ahead into registers
+    // (Ahead::kRegisters) gained nothing beside it.
     const bool last_loads = kVec * sizeof(In) == 16 && !env_equals("REDUCE_OPS_ROW_LOAD", "plain");
     auto run = [&](auto packs_tag, Ahead automatic) {
       constexpr int kPacks = decltype(packs_tag)::value;
