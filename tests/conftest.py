@@ -596,6 +596,24 @@ def peeled_next_row_cases(test):
     return requires_cuda(test)
 
 
+# The row kernels whose 16-byte loads softmax.cu's row_loads_marked marks evict_last (by default
+# only in calls that move 3 L2s or more; REDUCE_OPS_ROW_LOAD=marked|plain forces either), one
+# wave of blocks so that each group or block runs several rows: the warp kernel with its next row
+# in registers (128 columns), loading 8 packs a lane in turn (1000), on peeled rows (197, 100:
+# 16-bit rows of 100 are not whole packs); the block kernel at 2, 4 and 8 packs a thread and
+# peeled (4099); the staged block, half of each thread's packs brought by a marked bulk copy.
+MARKED_LOAD_CASES = [("warp", (40000, 128)), ("warp", (20000, 1000)), ("warp", (9000, 197)), ("warp", (9000, 100)),
+                     ("block", (1500, 1000)), ("block", (300, 6000)), ("block", (150, 16384)), ("block", (300, 4099)),
+                     ("block-staged", (300, 4096)), ("block-staged", (150, 20000))]
+
+
+def force_load_marks(monkeypatch, strategy, marks):
+    """Forces `strategy` over one wave of blocks, its loads marked or plain (REDUCE_OPS_ROW_LOAD)."""
+    force_row_strategy(monkeypatch, strategy)
+    monkeypatch.setenv("REDUCE_OPS_ROW_WAVES", "1")
+    monkeypatch.setenv("REDUCE_OPS_ROW_LOAD", marks)
+
+
 def force_several_rows_per_block(monkeypatch, strategy, ahead):
     force_row_strategy(monkeypatch, strategy)
     monkeypatch.setenv("REDUCE_OPS_AHEAD", ahead)

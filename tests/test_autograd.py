@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import reduce_ops
-from conftest import (INNER_STRATEGIES, ROW_STRATEGIES, SMEM_48_KB_CASES, force_inner_strategy, force_row_strategy,
-                      make_input, requires_cuda)
+from conftest import (INNER_STRATEGIES, ROW_STRATEGIES, SMEM_48_KB_CASES, assert_same_bits, force_inner_strategy,
+                      force_load_marks, force_row_strategy, make_input, requires_cuda)
 
 F64 = torch.float64
 
@@ -223,6 +223,27 @@ def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, 
     out = torch.softmax(x.double(), -1).to(dtype)
     grad = make_input((rows, cols), dtype, "cuda")
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
+
+
+# The backward's loads marked evict_last in the L2 (softmax.cu's row_loads_marked; by default
+# only in calls that move 3 L2s or more) or plain, one wave of blocks: the warp kernel (its next
+# rows in registers), the block kernel at 2 and 4 packs a thread, the staged clusters (out's
+# share by a marked bulk copy) of 4 and, for float32, 16 blocks.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("strategy,rows,cols",
+                         [("warp", 40000, 128), ("warp", 9000, 256), ("block", 1500, 1000), ("block", 300, 6000),
+                          ("cluster-staged", 70, 70000), ("cluster-staged", 20, 1 << 18)], ids=str)
+def test_softmax_backward_loaded_marked_or_plain(monkeypatch, dtype, strategy, rows, cols):
+    x = make_input((rows, cols), dtype, "cuda")
+    x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    force_load_marks(monkeypatch, strategy, "marked")
+    marked = reduce_ops.softmax_backward(grad, out, -1)
+    assert_backward_close(marked, grad, out, dtype)
+    force_load_marks(monkeypatch, strategy, "plain")
+    assert_same_bits(reduce_ops.softmax_backward(grad, out, -1), marked)
 
 
 # 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged

@@ -19,6 +19,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
+from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     peeled_edge_rows,
@@ -443,17 +444,16 @@ def test_reduce_scale_scale_stored_with_or_without_the_l2_policy(monkeypatch, st
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape", [(9, 1000), (9, 6000), (6, 16384), (9, 4099)], ids=str)
+@pytest.mark.parametrize("strategy,shape", MARKED_LOAD_CASES, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-def test_reduce_scale_block_rows_loaded_with_or_without_the_l2_policy(monkeypatch, shape, dtype):
-    # The block kernel loads its rows' 16-byte packs under an L2 evict_last policy (2, 4 and 8
-    # packs a thread; unaligned rows peeled), or plainly with REDUCE_OPS_ROW_LOAD=plain: each as
-    # torch's, the same bits either way, in place too.
-    force_row_strategy(monkeypatch, "block")
+def test_reduce_scale_rows_loaded_marked_or_plain(monkeypatch, strategy, shape, dtype):
+    # Loads marked evict_last in the L2 (conftest.MARKED_LOAD_CASES) or plain: each as torch's,
+    # the same bits either way, in place too.
     x = special_rows(make_input(shape, dtype, "cuda"), dtype)
+    force_load_marks(monkeypatch, strategy, "marked")
     out, scale = check_reduce_scale(x)
     check_reduce_scale_(x.clone())
-    monkeypatch.setenv("REDUCE_OPS_ROW_LOAD", "plain")
+    force_load_marks(monkeypatch, strategy, "plain")
     plain_out, plain_scale = check_reduce_scale(x)
     assert_exactly_equal(scale, plain_scale)
     assert_exactly_equal(out, plain_out)

@@ -19,6 +19,7 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from conftest import INNER_STRATEGIES, force_inner_strategy  # noqa: E402
 from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_block, next_row_cases  # noqa: E402
+from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     peeled_edge_rows,
@@ -403,15 +404,14 @@ def special_rows(x):
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape", [(9, 1000), (9, 6000), (6, 16384), (9, 4099)], ids=str)
-def test_softmax_block_rows_loaded_with_or_without_the_l2_policy(monkeypatch, dtype, shape):
-    # The block kernel loads its rows' 16-byte packs under an L2 evict_last policy (2, 4 and 8
-    # packs a thread; unaligned rows peeled), or plainly with REDUCE_OPS_ROW_LOAD=plain: each as
-    # torch's, the same bits either way.
-    force_row_strategy(monkeypatch, "block")
+@pytest.mark.parametrize("strategy,shape", MARKED_LOAD_CASES, ids=str)
+def test_softmax_rows_loaded_marked_or_plain(monkeypatch, dtype, strategy, shape):
+    # Loads marked evict_last in the L2 (conftest.MARKED_LOAD_CASES) or plain: each as torch's,
+    # the same bits either way.
     x = special_rows(make_input(shape, dtype, "cuda"))
+    force_load_marks(monkeypatch, strategy, "marked")
     marked = check_softmax(x, -1)
-    monkeypatch.setenv("REDUCE_OPS_ROW_LOAD", "plain")
+    force_load_marks(monkeypatch, strategy, "plain")
     assert_same_bits(check_softmax(x, -1), marked)
 
 

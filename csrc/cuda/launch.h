@@ -53,6 +53,10 @@ using Int = std::integral_constant<int, N>;
 //                               the rows' cluster kernels hold each block's share in registers
 //                               only, or half of it (softmax_backward: out) in shared memory,
 //                               the default (softmax.cu);
+//   REDUCE_OPS_ROW_LOAD=plain|marked
+//                               the row kernels' 16-byte loads plain or marked evict_last in
+//                               the L2 (by default marked where the call moves at least 3
+//                               L2s; softmax.cu's row_loads_marked);
 //   REDUCE_OPS_BLOCK_HOLD=registers|shared
 //                               the same for the forward's block-per-row kernel (by default
 //                               shared only where the block would take 513-1023 threads;

@@ -348,14 +348,26 @@ __device__ __forceinline__ void mbarrier_arrive_expect(uint64_t* bar, unsigned b
 // barrier that follows every thread's last read of `dst` (as CUTLASS's TMA pipelines order a
 // stage's reads before its refill: by a barrier, no proxy fence, whose wait for the thread's
 // outstanding stores stalled the whole block: H200, 1024 x 262144 softmax).
+// kEvictLast: the lines read are marked to leave the L2 after others (load_evict_last's policy).
+template <bool kEvictLast = false>
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
 #if __CUDA_ARCH__ >= 900
   mbarrier_arrive_expect(bar, bytes);
   if (bytes > 0) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     shared_address(dst)),
-                 "l"(src), "r"(bytes), "r"(shared_address(bar))
-                 : "memory");
+    if constexpr (kEvictLast) {
+      uint64_t policy;
+      asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
+          "%4;\n" ::"r"(shared_address(dst)),
+          "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
+          : "memory");
+    } else {
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                       shared_address(dst)),
+                   "l"(src), "r"(bytes), "r"(shared_address(bar))
+                   : "memory");
+    }
   }
 #else
   __trap();

@@ -256,7 +256,9 @@ constexpr Ahead kWarpAhead = kPacks <= kMaxPrefetchPacks && kVec * sizeof(In) % 
 // the copy, which completes on the mbarrier `arrival` (init() readies it, every thread calls
 // it before the first load). Every thread must call load(), wait() and take() for the same rows,
 // and under kShared load() after a block barrier that follows its last take() of the row before.
-template <typename In, int kVec, int kPacks, Ahead kMode>
+// kLastLoads: the loads (kRegisters: 16-byte packs) or the copy (kShared) mark their lines
+// evict_last in the L2 (load_evict_last).
+template <typename In, int kVec, int kPacks, Ahead kMode, bool kLastLoads = false>
 struct NextRow {
   using Words = std::conditional_t<kMode == Ahead::kNone, char, PackWords<In, kVec>>;
   static constexpr int kPackBytes = kVec * sizeof(In);
@@ -281,14 +283,17 @@ struct NextRow {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         const int q = first + p * step;
-        if (q < packs) regs[p].load(row + q * kVec);
+        if (q < packs) {
+          if constexpr (kLastLoads && kPackBytes == 16) regs[p].load_evict_last(row + q * kVec);
+          else regs[p].load(row + q * kVec);
+        }
       }
     } else if constexpr (kMode == Ahead::kShared) {
       if (threadIdx.x == 0) {
         const int block_first = first;  // thread 0's first pack is the block's
         const int n = packs - block_first < kPacks * step ? packs - block_first : kPacks * step;
-        bulk_copy_to_shared(stage, row + block_first * kVec, n > 0 ? static_cast<unsigned>(n) * kPackBytes : 0u,
-                            arrival);
+        bulk_copy_to_shared<kLastLoads>(stage, row + block_first * kVec,
+                                        n > 0 ? static_cast<unsigned>(n) * kPackBytes : 0u, arrival);
       }
     }
   }
@@ -441,9 +446,10 @@ __device__ __forceinline__ void with_exp_mode(bool normal, Body body) {
 // Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
 // the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out;
 // kPeeled rows hold their aligned middle so (RowPacks) and their edges an element a lane
-// (RowEdges).
+// (RowEdges). kLastLoads (16-byte packs): the packs loaded by load_evict_last, as
+// row_norm_regs_kernel's.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
-          bool kPeeled = false>
+          bool kPeeled = false, bool kLastLoads = false>
 __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
                                      Policy policy) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
@@ -456,7 +462,8 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   // The group's next row is loaded into registers while this one is reduced and written (its
   // edges too).
   constexpr Ahead kAhead = kWarpAhead<In, kVec, kPacks>;
-  NextRow<In, kVec, kPacks, kAhead> next{lane, kWidth, static_cast<int>((g.cols + kVec - 1) / kVec), nullptr, nullptr};
+  NextRow<In, kVec, kPacks, kAhead, kLastLoads> next{lane, kWidth, static_cast<int>((g.cols + kVec - 1) / kVec),
+                                                     nullptr, nullptr};
   Edges next_edges;
   auto load_next = [&](int64_t row) {
     if (row >= g.rows) return;
@@ -484,6 +491,11 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
       if (in_row(p)) {
         if constexpr (kAhead != Ahead::kNone) {
           const auto w = next.take(p);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) v[p][k] = w.template get<Acc>(k);
+        } else if constexpr (kLastLoads && kVec * sizeof(In) == 16) {
+          PackWords<In, kVec> w;
+          w.load_evict_last(xr + at.head + (p * kWidth + lane) * kVec);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) v[p][k] = w.template get<Acc>(k);
         } else {
@@ -680,16 +692,16 @@ __device__ __forceinline__ void stagger_cluster_start(const RowShare<kCluster>& 
 // without clusters (C = 1) use it to hold a row in half the threads, so that two share an SM.
 // kPeeled (no clusters, no Ahead::kShared): the row's aligned middle laid out so (RowPacks), its
 // edges an element a thread of the first 2 x kVec - 2 (RowEdges), loaded with the packs.
-// kLastLoads (no clusters, staging or loads ahead; 16-byte packs): the row's packs loaded by
-// load_evict_last, their lines kept in the L2 over the output's (softmax.cu's launch_block).
+// kLastLoads (16-byte packs): the row's packs loaded by load_evict_last (the next row's and the
+// staged half's too, see NextRow), their lines kept in the L2 over the output's (softmax.cu's
+// row_loads_marked).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
           Ahead kAhead = Ahead::kNone, bool kStaged = false, bool kPeeled = false, bool kLastLoads = false>
 __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                              RowGeometry g, Policy policy, unsigned stagger_ns) {
   static_assert(!(kStaged && kAhead == Ahead::kShared), "one use of the shared memory at a time");
   static_assert(!kPeeled || (!kCluster && kAhead != Ahead::kShared), "peeled rows: blocks without a shared ring");
-  static_assert(!kLastLoads || (!kCluster && !kStaged && kAhead == Ahead::kNone && kVec * sizeof(In) == 16),
-                "evict_last loads: 16-byte packs of a block's own row, loaded when its turn comes");
+  static_assert(!kLastLoads || kVec * sizeof(In) == 16, "evict_last loads: 16-byte packs");
   using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum>;
   using Packs = RowPacks<In, kVec, kPeeled>;
   using Edges = RowEdges<In, Acc, Policy, 1, kPeeled>;
@@ -703,10 +715,10 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
   const int rank = share.rank, first = share.first;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 16 packs.
   const int all_packs = static_cast<int>(g.cols / kVec);
-  NextRow<In, kVec, kPacks, kAhead> next{first, static_cast<int>(blockDim.x), all_packs,
-                                         reinterpret_cast<In*>(stage_raw), &arrival};
+  NextRow<In, kVec, kPacks, kAhead, kLastLoads> next{first, static_cast<int>(blockDim.x), all_packs,
+                                                     reinterpret_cast<In*>(stage_raw), &arrival};
   // kStaged: the current row's second half (NextRow as a one-stage ring, loaded at the row's start).
-  NextRow<In, kVec, kPacks, kStaged ? Ahead::kShared : Ahead::kNone> staged{
+  NextRow<In, kVec, kPacks, kStaged ? Ahead::kShared : Ahead::kNone, kLastLoads> staged{
       first + kPacks * static_cast<int>(blockDim.x), static_cast<int>(blockDim.x), all_packs,
       reinterpret_cast<In*>(stage_raw), &arrival};
   // A row's edges, an element a thread of the first 2 x kVec - 2 (peeled rows have no clusters).

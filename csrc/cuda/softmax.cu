@@ -86,6 +86,48 @@ decltype(auto) with_ahead(Ahead automatic, Run run) {
   return run(AheadTag<Ahead::kNone>{});
 }
 
+// Bytes a row op moves: x read, y written.
+template <typename In, typename Out>
+int64_t row_traffic(const RowGeometry& g) {
+  return g.rows * g.cols * static_cast<int64_t>(sizeof(In) + sizeof(Out));
+}
+
+// Whether a row kernel marks its 16-byte loads evict_last (load_evict_last; the kernels'
+// kLastLoads): where the call moves at least kMarkedTrafficL2s times the L2's size, read and write
+// counted. In a stream that large, with x's lines kept, the L2 gives up the output's dirty lines
+// first as it makes room; in one that nearly fits, the marks hold x's lines (read once) and push
+// out the output, which unmarked would still sit in the L2 as the kernel ended. H200 (L2 50 MiB;
+// h200_study/session59_rows.txt), plain -> marked, us:
+//   warp:     float32 ReduceScale 442368 x 128 (455 MB moved) 113.5 -> 110.7, 32768 x 128 (34 MB)
+//             12.4 -> 13.0; bfloat16 65536 x 1024 (269 MB) 70.3 -> 67.4, 8192 x 1024 (34 MB)
+//             12.4 -> 13.0;
+//   block:    float32 softmax 8192 x 4096 (268 MB) 67.5 -> 66.8, 2048 x 4096 (67 MB) 20.2 -> 20.8;
+//   staged:   bfloat16 softmax 8192 x 36864 (1.2 GB) 305.3 -> 294.0, 512 x 36864 (75 MB) 27.7 -> 28.9;
+//   backward: float32 4096 x 32768 (1.6 GB) 398.5 -> 390.6 (cluster), 4096 x 4096 (201 MB)
+//             52.3 -> 51.0 (block), 65536 x 100 (79 MB) 24.1 -> 26.2 (warp).
+// The forward's clusters gained nothing (1024 x 262144, 2048 x 131072: within 0.1 us) and load
+// plainly. 16-bit softmax rows on the warp kernel stay plain at any size: bfloat16 65536 x 1024
+// (268 MB) 67.6 -> 68.7, 442368 x 128 58.2 -> 58.5, 131072 x 1024 131.5 -> 129.2.
+// REDUCE_OPS_ROW_LOAD=plain|marked (a developer knob, for measurement) forces either, wherever the
+// kernel has 16-byte packs; `by_size` false keeps the default plain.
+constexpr int64_t kMarkedTrafficL2s = 3;
+inline bool row_loads_marked(int64_t traffic_bytes, bool by_size = true) {
+  const char* knob = std::getenv("REDUCE_OPS_ROW_LOAD");
+  if (knob != nullptr && std::strcmp(knob, "plain") == 0) return false;
+  if (knob != nullptr && std::strcmp(knob, "marked") == 0) return true;
+  return by_size && traffic_bytes >= kMarkedTrafficL2s * props().l2CacheSize;
+}
+
+// run(std::true_type{}) where `marked` holds and kOk (the kernel has 16-byte packs to mark), else
+// run(std::false_type{}): the kernel's kLastLoads (row_loads_marked).
+template <bool kOk, typename Run>
+decltype(auto) with_marked_loads(bool marked, Run run) {
+  if constexpr (kOk) {
+    if (marked) return run(std::true_type{});
+  }
+  return run(std::false_type{});
+}
+
 // Bytes of a shared-memory stage of kPacks packs per thread of a `threads`-thread block (NextRow's
 // kShared layout): the forward clusters' next row, or the staged clusters' half of the row.
 template <typename In, int kVec, int kPacks>
@@ -254,11 +296,16 @@ bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   const int64_t packs = ceil_div(g.cols, kVec);
+  // Marked loads by size (row_loads_marked), but for 16-bit softmax rows.
+  const bool marked = kVec * sizeof(In) == 16 &&
+                      row_loads_marked(row_traffic<In, Out>(g), !(Policy::kNeedsSum && sizeof(In) == 2));
   auto run = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-    auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled>;
-    const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
-    kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(x, y, g, policy);
+    with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
+      auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, decltype(last)::value>;
+      const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
+      kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(x, y, g, policy);
+    });
   };
   // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
   // shuffles, ReduceScale's divider) serves twice the elements. H200, against one pack per
@@ -285,15 +332,16 @@ template <typename In, typename Out, typename Acc, typename Policy, int kVec, bo
 void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   if constexpr (kVec > 1) {  // the dispatcher never asks for kVec == 1 (block_fits is false)
     const int64_t packs = g.cols / kVec;
-    // 16-byte packs load under an L2 evict_last policy (load_evict_last), each row when its turn
-    // comes, unless REDUCE_OPS_ROW_LOAD=plain (a developer knob, for measurement; then
-    // REDUCE_OPS_AHEAD applies). H200 (h200_study/session58_rows.txt), plain -> marked, us:
-    // softmax float32 16384 x 4096 133.0 -> 128.7, 65536 x 2048 263.4 -> 252.7, 4096 x 32768 265.5
-    // -> 257.6; ReduceScale float32 16384 x 4096 133.5 -> 128.5 (0.96x -> 1.00x torch.compile),
-    // bfloat16 4096 x 32768 136.0 -> 131.8; no case slower; as much over 8 inputs read once each
-    // (no line left by one call serving the next). Loading the next row ahead into registers
-    // (Ahead::kRegisters) gained nothing beside it.
-    const bool last_loads = kVec * sizeof(In) == 16 && !env_equals("REDUCE_OPS_ROW_LOAD", "plain");
+    // Where row_loads_marked holds, 16-byte packs load under an L2 evict_last policy
+    // (load_evict_last), each row when its turn comes (else REDUCE_OPS_AHEAD applies). H200
+    // (h200_study/session58_rows.txt), plain -> marked, us: softmax float32 16384 x 4096 133.0 ->
+    // 128.7, 65536 x 2048 263.4 -> 252.7, 4096 x 32768 265.5 -> 257.6; ReduceScale float32
+    // 16384 x 4096 133.5 -> 128.5 (0.96x -> 1.00x torch.compile), bfloat16 4096 x 32768 136.0 ->
+    // 131.8; as much over 8 inputs read once each (no line left by one call serving the next).
+    // Loading the next row ahead into registers (Ahead::kRegisters) gained nothing beside it. Rows
+    // moving under 3 L2s lost to the marks (session59_rows.txt: float32 ReduceScale 2048 x 4096,
+    // 67 MB, 19.9 -> 20.8 us).
+    const bool last_loads = kVec * sizeof(In) == 16 && row_loads_marked(row_traffic<In, Out>(g));
     auto run = [&](auto packs_tag, Ahead automatic) {
       constexpr int kPacks = decltype(packs_tag)::value;
       if constexpr (kVec * sizeof(In) == 16) {
@@ -346,11 +394,14 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
                               ? !env_equals("REDUCE_OPS_BLOCK_HOLD", "registers")
                               : env_equals("REDUCE_OPS_BLOCK_HOLD", "shared");
       if (can_stage && staged) {
-        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, true, kPeeled>;
-        const int threads = warps_of_threads(packs, 2 * kPacks);
-        const int64_t smem = stage_smem<In, kVec, kPacks>(threads);
-        allow_smem(kernel, smem);
-        kernel<<<row_kernel_grid(kernel, g.rows, threads, smem), threads, smem, stream>>>(x, y, g, policy, 0u);
+        with_marked_loads<true>(last_loads, [&](auto last) {
+          auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, true, kPeeled,
+                                             decltype(last)::value>;
+          const int threads = warps_of_threads(packs, 2 * kPacks);
+          const int64_t smem = stage_smem<In, kVec, kPacks>(threads);
+          allow_smem(kernel, smem);
+          kernel<<<row_kernel_grid(kernel, g.rows, threads, smem), threads, smem, stream>>>(x, y, g, policy, 0u);
+        });
         return;
       }
     }
@@ -640,12 +691,19 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // smem: both rows fit one block's opt-in shared memory.
   const bool smem_fits = smem <= block_smem_limit();
   const bool few_rows = too_few_blocks(r.rows, 1, r.cols);
+  // Marked loads by size (row_loads_marked: grad and out read, grad_x written), in the warp,
+  // block and cluster kernels. H200 (h200_study/session59_rows.txt), plain -> marked, us: float32
+  // 4096 x 32768 398.5 -> 390.6 (0.96x -> 0.98x torch.compile), 1024 x 262144 898 -> 854;
+  // bfloat16 16384 x 4096 98.4 -> 96.3, 442368 x 128 84.6 -> 82.8.
+  const bool marked = kVec * sizeof(T) == 16 && row_loads_marked(3 * r.rows * r.cols * static_cast<int64_t>(sizeof(T)));
   auto warp = [&] {
     auto run = [&](auto packs_tag, auto width_tag) {
       constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-      auto kernel = softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth>;
-      const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
-      kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(grad, out, gx, r);
+      with_marked_loads<kVec * sizeof(T) == 16>(marked, [&](auto last) {
+        auto kernel = softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, decltype(last)::value>;
+        const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
+        kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(grad, out, gx, r);
+      });
     };
     // 16 lanes for 9-16 packs (bfloat16 x 128): 32 lanes left half of them idle (H200,
     // 442368 x 128 bfloat16: 89% of copy).
@@ -664,9 +722,11 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     if constexpr (kVec > 1) {
       auto run = [&](auto packs_tag) {
         constexpr int kPacks = decltype(packs_tag)::value;
-        auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false>;
-        const int threads = warps_of_threads(packs, kPacks);
-        kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r, 0u);
+        with_marked_loads<kVec * sizeof(T) == 16>(marked, [&](auto last) {
+          auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false, false, decltype(last)::value>;
+          const int threads = warps_of_threads(packs, kPacks);
+          kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r, 0u);
+        });
       };
       if (packs <= 2 * kPreferredRegThreads) run(Int<2>{});
       else run(Int<kRowPacks>{});
@@ -683,12 +743,14 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       // (split -> 16 blocks); 4096 x 32768 (the block per row) unchanged.
       if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
         constexpr int kPacks = kMaxRegPacks<Acc>;
-        auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, true, true>;
-        auto launch = [&](int blocks, int threads) {
-          return launch_on_clusters(kernel, r.rows, blocks, threads, stage_smem<T, kVec, kPacks>(threads), stream,
-                                    grad, out, gx, r);
-        };
-        return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, RowOp::kSoftmaxBackward, launch);
+        return with_marked_loads<kVec * sizeof(T) == 16>(marked, [&](auto last) {
+          auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, true, true, decltype(last)::value>;
+          auto launch = [&](int blocks, int threads) {
+            return launch_on_clusters(kernel, r.rows, blocks, threads, stage_smem<T, kVec, kPacks>(threads), stream,
+                                      grad, out, gx, r);
+          };
+          return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, RowOp::kSoftmaxBackward, launch);
+        });
       }
       auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
       auto launch = [&](int blocks, int threads) {

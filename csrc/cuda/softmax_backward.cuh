@@ -12,7 +12,9 @@
 //                                  ("split") partial dot products, then each block combines
 //                                  its row's partials and writes its segment (two reads of
 //                                  each input, one write).
-// Traffic floor: two reads and one write; every strategy but "split" meets it.
+// Traffic floor: two reads and one write; every strategy but "split" meets it. The warp and
+// register kernels' kLastLoads (16-byte packs) load both rows by load_evict_last, as the
+// forward's (softmax.cu's row_loads_marked).
 #pragma once
 
 #include "cuda/row_norm.cuh"
@@ -25,7 +27,7 @@ struct BackwardRows {
   int64_t rows, cols;
 };
 
-template <typename T, typename Acc, int kVec, int kPacks, int kWidth>
+template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads = false>
 __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T* __restrict__ out,
                                              T* __restrict__ gx, BackwardRows r) {
   const int lane = threadIdx.x % kWidth;
@@ -35,8 +37,8 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
   // The group's next rows are loaded into registers while this one is reduced and written.
   constexpr Ahead kAhead = kWarpAhead<T, kVec, kPacks>;
   const int packs = static_cast<int>((r.cols + kVec - 1) / kVec);
-  NextRow<T, kVec, kPacks, kAhead> g_next{lane, kWidth, packs, nullptr, nullptr};
-  NextRow<T, kVec, kPacks, kAhead> y_next{lane, kWidth, packs, nullptr, nullptr};
+  NextRow<T, kVec, kPacks, kAhead, kLastLoads> g_next{lane, kWidth, packs, nullptr, nullptr};
+  NextRow<T, kVec, kPacks, kAhead, kLastLoads> y_next{lane, kWidth, packs, nullptr, nullptr};
   auto load_next = [&](int64_t row) {
     g_next.load(row < r.rows ? grad + row * r.cols : nullptr);
     y_next.load(row < r.rows ? out + row * r.cols : nullptr);
@@ -52,6 +54,15 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
       if (row_ok && col < r.cols) {
         if constexpr (kAhead != Ahead::kNone) {
           const auto gw = g_next.take(p), yw = y_next.take(p);
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            g[p][k] = gw.template get<Acc>(k);
+            y[p][k] = yw.template get<Acc>(k);
+          }
+        } else if constexpr (kLastLoads && kVec * sizeof(T) == 16) {
+          PackWords<T, kVec> gw, yw;
+          gw.load_evict_last(grad + row * r.cols + col);
+          yw.load_evict_last(out + row * r.cols + col);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
             g[p][k] = gw.template get<Acc>(k);
@@ -102,7 +113,8 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
 // (kPacks x blockDim.x packs, one bulk copy per row, NextRow's kShared layout) and only grad's are
 // in registers, so a 1024-thread block holds 8 packs of each row where registers alone hold 4: a
 // float32 row of 2^18 takes a cluster of 8 blocks instead of 16, a bfloat16 one 4 instead of 8.
-template <typename T, typename Acc, int kVec, int kPacks, bool kCluster, bool kOutShared = false>
+template <typename T, typename Acc, int kVec, int kPacks, bool kCluster, bool kOutShared = false,
+          bool kLastLoads = false>
 __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __restrict__ grad,
                                                                      const T* __restrict__ out,
                                                                      T* __restrict__ gx, BackwardRows r,
@@ -116,7 +128,7 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
   const int packs = static_cast<int>(r.cols / kVec);
   // Under kOutShared the current row's out (NextRow serves as a one-stage ring: it is loaded at
   // the row's start and read through the write); otherwise nothing.
-  NextRow<T, kVec, kPacks, kOutShared ? Ahead::kShared : Ahead::kNone> y_stage{
+  NextRow<T, kVec, kPacks, kOutShared ? Ahead::kShared : Ahead::kNone, kLastLoads> y_stage{
       first, static_cast<int>(blockDim.x), packs, reinterpret_cast<T*>(stage_raw), &arrival};
   y_stage.init();
   int parity = 0;
@@ -129,8 +141,13 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if (q < packs) {
-        g[p].load(grad + base + q * kVec);
-        if constexpr (!kOutShared) y[p].load(out + base + q * kVec);
+        if constexpr (kLastLoads && kVec * sizeof(T) == 16) {
+          g[p].load_evict_last(grad + base + q * kVec);
+          if constexpr (!kOutShared) y[p].load_evict_last(out + base + q * kVec);
+        } else {
+          g[p].load(grad + base + q * kVec);
+          if constexpr (!kOutShared) y[p].load(out + base + q * kVec);
+        }
       }
     }
     y_stage.wait();
