@@ -193,8 +193,8 @@ def test_softmax_backward_every_cuda_strategy(dtype, rows, cols):
 @pytest.mark.parametrize("strategy", ROW_STRATEGIES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
                          ids=lambda d: str(d)[6:])
-@pytest.mark.parametrize("rows,cols", [(33, 100), (9, 1000), (5, 4096), (3, 1021), (4, 4099), (3, 70000),
-                                       (2, 1 << 18)], ids=str)
+@pytest.mark.parametrize("rows,cols", [(33, 100), (33, 197), (17, 511), (9, 1000), (5, 4096), (3, 1021), (4, 4099),
+                                       (5, 50257), (3, 70000), (2, 1 << 18)], ids=str)
 def test_softmax_backward_forced_cuda_strategy(monkeypatch, strategy, dtype, rows, cols):
     force_row_strategy(monkeypatch, strategy)
     x = make_input((rows, cols), dtype, "cuda")
@@ -244,6 +244,32 @@ def test_softmax_backward_loaded_marked_or_plain(monkeypatch, dtype, strategy, r
     assert_backward_close(marked, grad, out, dtype)
     force_load_marks(monkeypatch, strategy, "plain")
     assert_same_bits(reduce_ops.softmax_backward(grad, out, -1), marked)
+
+
+# Rows that are not whole 16-byte packs: on tensors that start on 16-byte boundaries, the warp
+# kernel up to 8 elements a lane (197) and the "smem" kernel by packs with a head and a tail
+# (511, 1021, 4099, 50257; several rows a block); on tensors one element off a boundary, an
+# element at a time (REDUCE_OPS_BACKWARD_PEEL=off gives that path on aligned ones too). Each
+# within the reference's tolerance.
+@requires_cuda
+@pytest.mark.parametrize("strategy", ["auto", "warp", "smem"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("rows,cols", [(300, 197), (300, 511), (1200, 1021), (700, 4099), (40, 50257)], ids=str)
+def test_softmax_backward_unaligned_rows(monkeypatch, strategy, dtype, rows, cols):
+    force_row_strategy(monkeypatch, strategy)
+    x = make_input((rows, cols), dtype, "cuda")
+    x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+
+    def shifted(t):  # t's values, one element past a 16-byte boundary
+        v = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape)
+        return v.copy_(t)
+
+    assert shifted(grad).data_ptr() % 16 != 0
+    assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
+    assert_backward_close(reduce_ops.softmax_backward(shifted(grad), shifted(out), -1), grad, out, dtype)
 
 
 # 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged

@@ -678,9 +678,23 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
                           const at::TensorOptions& opts) {
   constexpr int kRowPacks = 4;  // 2 x 4 packs: the forward's 8 packs of registers
   const int64_t packs = ceil_div(r.cols, kVec);
-  const int64_t smem = 2 * r.cols * static_cast<int64_t>(sizeof(T));
-  // warp: 4 packs of each row per lane (the forward's 8 packs of registers).
-  const bool warp_fits = packs <= 32 * kRowPacks;
+  // Rows that are not whole 16-byte packs (kVec == 1) of tensors that start on 16-byte boundaries:
+  // a warp holds up to 8 elements of each row a lane (rows of 129-256, which a block per row took),
+  // and the "smem" kernel moves longer rows' aligned middles by packs
+  // (softmax_backward_smem_peeled_kernel), unless REDUCE_OPS_BACKWARD_PEEL=off (a developer knob,
+  // for measurement: the old paths). H200 (h200_study/session59_rows.txt), off -> on, us:
+  // bfloat16 32768 x 197 33.2 -> 20.7 (torch.compile 19.4), 65536 x 150 51.6 -> 31.1, 16384 x 511
+  // 32.2 -> 22.5, 8192 x 4099 125.8 -> 53.8, 2048 x 50257 485.4 -> 195.7 (torch.compile 322.9);
+  // float32 32768 x 197 37.1 -> 25.7, 8192 x 4099 153.4 -> 99.9. 16 elements a lane lost to the
+  // peeled "smem" at 257-511 (bfloat16 16384 x 511: 62.1 vs 22.5 us; float32 51.4 vs 31.2), and
+  // the peeled "smem" to 8 a lane at 129-256 (bfloat16 32768 x 197: 32.5 vs 20.8).
+  const bool peel = kVec == 1 && is_aligned(grad, 16) && is_aligned(out, 16) && is_aligned(gx, 16) &&
+                    !env_equals("REDUCE_OPS_BACKWARD_PEEL", "off");
+  constexpr int kPeeledVec = kMaxVec<T>;
+  const int64_t peeled_slots = ceil_div(r.cols, kPeeledVec);
+  const int64_t smem = peel ? 2 * peeled_slots * 16 : 2 * r.cols * static_cast<int64_t>(sizeof(T));
+  // warp: 4 packs of each row per lane (the forward's 8 packs of registers); 8 elements (peel).
+  const bool warp_fits = packs <= 32 * (peel ? 8 : kRowPacks);
   // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kRowPacks} * kMaxRegThreads;
   // A warp up to 2 packs a lane (1 for 16-bit rows), then a block wherever it fits, then
@@ -711,7 +725,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     else if (kVec > 1 && packs <= 16) run(Int<1>{}, Int<16>{});
     else if (packs <= 32) run(Int<1>{}, Int<32>{});
     else if (packs <= 64) run(Int<2>{}, Int<32>{});
-    else run(Int<kRowPacks>{}, Int<32>{});
+    else if (packs <= 32 * kRowPacks) run(Int<kRowPacks>{}, Int<32>{});
+    else if constexpr (kVec == 1) run(Int<8>{}, Int<32>{});  // peel: warp_fits caps rows at 256
   };
   // block: 2 packs of each row per thread while that keeps kPreferredRegThreads, else kRowPacks.
   // Unlike the forward's, these blocks stay in registers past 512 threads: out's packs staged in
@@ -761,6 +776,15 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     return false;
   };
   auto shared = [&] {
+    if constexpr (kVec == 1) {
+      if (peel) {
+        auto kernel = softmax_backward_smem_peeled_kernel<T, Acc>;
+        allow_smem(kernel, smem);
+        kernel<<<grid_for(r.rows), block_per_row_threads(peeled_slots), smem, stream>>>(grad, out, gx, r,
+                                                                                         peeled_slots);
+        return;
+      }
+    }
     auto kernel = softmax_backward_smem_kernel<T, Acc, kVec>;
     allow_smem(kernel, smem);
     kernel<<<grid_for(r.rows), block_per_row_threads(packs), smem, stream>>>(grad, out, gx, r);

@@ -7,7 +7,9 @@
 //                                  (kOutShared, sm_90+) grad's in registers and out's bulk-copied
 //                                  into shared memory, so a block holds twice the row; the
 //                                  partial dot products meet through distributed shared memory.
-//   softmax_backward_smem_kernel   ("smem") a block per row, both rows in shared memory.
+//   softmax_backward_smem_kernel   ("smem") a block per row, both rows in shared memory;
+//   softmax_backward_smem_peeled_kernel
+//                                  the same for rows that are not whole 16-byte packs.
 //   softmax_backward_partial_kernel + softmax_backward_apply_kernel
 //                                  ("split") partial dot products, then each block combines
 //                                  its row's partials and writes its segment (two reads of
@@ -212,6 +214,57 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_kernel(const T* __
       }
       store_pack<T, Acc, kVec>(gx + row * r.cols + p * kVec, o);
     }
+  }
+}
+
+// "smem" for rows that are not whole 16-byte packs (an odd row length, say) of tensors that start
+// on 16-byte boundaries, so that a row is misaligned alike in grad, out and grad_x: each row's
+// 16-byte-aligned middle moves by packs, both rows' packs waiting in dynamic shared memory (grad's
+// in the first `slots` packs, out's in the next; each thread reads back only its own, so the two
+// passes need no barrier), and its head and tail (under 16 bytes each) an element a thread of the
+// first 2 x kV, held in registers. softmax_backward_smem_kernel<kVec = 1> moved them an element at
+// a time: H200, bfloat16 2048 x 50257 485.4 -> 195.7 us (torch.compile 322.9; session59_rows.txt).
+template <typename T, typename Acc>
+__global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(const T* __restrict__ grad,
+                                                                            const T* __restrict__ out,
+                                                                            T* __restrict__ gx, BackwardRows r,
+                                                                            int64_t slots) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  constexpr int kV = kMaxVec<T>;
+  using P = Pack<T, kV>;
+  P* gbuf = reinterpret_cast<P*>(smem_raw);
+  P* ybuf = gbuf + slots;
+  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
+    const int64_t base = row * r.cols;
+    const int64_t head = elements_to_16_bytes(grad + base, r.cols);
+    const int64_t packs = (r.cols - head) / kV;
+    const P* gp = reinterpret_cast<const P*>(grad + base + head);
+    const P* yp = reinterpret_cast<const P*>(out + base + head);
+    Acc dot = Acc(0);
+#pragma unroll 4
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const P g = gp[p], y = yp[p];
+      gbuf[p] = g;
+      ybuf[p] = y;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) dot += static_cast<Acc>(g.v[k]) * static_cast<Acc>(y.v[k]);
+    }
+    const int64_t j = edge_element(head, head + packs * kV, r.cols, kV);
+    Acc ge = Acc(0), ye = Acc(0);
+    if (j >= 0) {
+      ge = static_cast<Acc>(grad[base + j]);
+      ye = static_cast<Acc>(out[base + j]);
+      dot += ge * ye;
+    }
+    dot = block_all_reduce(dot, SumOp<Acc>());
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const P g = gbuf[p], y = ybuf[p];
+      Acc o[kV];
+#pragma unroll
+      for (int k = 0; k < kV; ++k) o[k] = static_cast<Acc>(y.v[k]) * (static_cast<Acc>(g.v[k]) - dot);
+      store_pack<T, Acc, kV>(gx + base + head + p * kV, o);
+    }
+    if (j >= 0) gx[base + j] = static_cast<T>(ye * (ge - dot));
   }
 }
 
