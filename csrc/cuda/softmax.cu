@@ -96,7 +96,7 @@ int64_t row_traffic(const RowGeometry& g) {
 // kLastLoads): where the call moves at least kMarkedTrafficL2s times the L2's size, read and write
 // counted. In a stream that large, with x's lines kept, the L2 gives up the output's dirty lines
 // first as it makes room; in one that nearly fits, the marks hold x's lines (read once) and push
-// out the output, which unmarked would still sit in the L2 as the kernel ended. H200 (L2 50 MiB;
+// out the output, which unmarked would still sit in the L2 as the kernel ended. H200 (L2 60 MiB;
 // h200_study/session59_rows.txt), plain -> marked, us:
 //   warp:     float32 ReduceScale 442368 x 128 (455 MB moved) 113.5 -> 110.7, 32768 x 128 (34 MB)
 //             12.4 -> 13.0; bfloat16 65536 x 1024 (269 MB) 70.3 -> 67.4, 8192 x 1024 (34 MB)
