@@ -247,6 +247,17 @@ struct ScaleDivider {
   }
 };
 
+#if __CUDA_ARCH__ >= 800
+// The L2 cache policy that marks every line an access touches to leave the L2 after others
+// (createpolicy, fraction 1.0): the operand of load_evict_last, store_evict_last and
+// bulk_copy_to_shared<true>.
+__device__ __forceinline__ uint64_t l2_evict_last_policy() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+#endif
+
 // A 16-byte load (ld.global.v4) marking its line to leave the L1 and the L2 after others
 // (L1::evict_last and an L2::evict_last cache policy; a plain load below sm_80). For the rows a
 // register row kernel holds from its one read to its one write (row_norm_regs_kernel's
@@ -256,12 +267,10 @@ template <typename T>
 __device__ __forceinline__ T load_evict_last(const T* p) {
   static_assert(sizeof(T) == 16, "one 16-byte pack");
 #if __CUDA_ARCH__ >= 800
-  uint64_t policy;
   uint32_t w[4];
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
   asm volatile("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
                : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-               : "l"(p), "l"(policy));
+               : "l"(p), "l"(l2_evict_last_policy()));
   T v;
   memcpy(&v, w, sizeof(T));
   return v;
@@ -281,8 +290,7 @@ template <typename T>
 __device__ __forceinline__ void store_evict_last(T* p, T v) {
 #if __CUDA_ARCH__ >= 800
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- or 64-bit values");
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  const uint64_t policy = l2_evict_last_policy();
   if constexpr (sizeof(T) == 4) {
     uint32_t w;
     memcpy(&w, &v, sizeof(w));
@@ -355,12 +363,10 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
   mbarrier_arrive_expect(bar, bytes);
   if (bytes > 0) {
     if constexpr (kEvictLast) {
-      uint64_t policy;
-      asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
       asm volatile(
           "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
           "%4;\n" ::"r"(shared_address(dst)),
-          "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(policy)
+          "l"(src), "r"(bytes), "r"(shared_address(bar)), "l"(l2_evict_last_policy())
           : "memory");
     } else {
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(

@@ -860,6 +860,8 @@ __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const type
                                                                       int64_t width, int cols, int padded,
                                                                       int64_t items, R r) {
   static_assert(kItemThreads % kWarpSize == 0 && kThreads % kItemThreads == 0, "whole warps an item");
+  static_assert(kItemThreads == kWarpSize || kItemThreads == kThreads,
+                "a warp an item (no shared memory), or the block (its barriers and warp_results)");
   using Acc = typename R::Acc;
   constexpr int kW = kPartialsPerWord<Acc>, kBatch = 4, kWarps = kItemThreads / kWarpSize;
   constexpr int kSlots = kThreads / kItemThreads;  // items a block folds at once

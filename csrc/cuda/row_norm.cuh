@@ -139,6 +139,12 @@ struct PackWords {
     const uint4 u = reduce_ops::cuda::load_evict_last(reinterpret_cast<const uint4*>(p));
     memcpy(w, &u, sizeof(u));
   }
+  // load_evict_last where kEvictLast, else load.
+  template <bool kEvictLast>
+  __device__ __forceinline__ void load_marked(const In* p) {
+    if constexpr (kEvictLast) load_evict_last(p);
+    else load(p);
+  }
   template <typename Acc>
   __device__ __forceinline__ Acc get(int k) const { return widen_element<In, Acc, kWords>(w, k); }
 };
@@ -283,10 +289,7 @@ struct NextRow {
 #pragma unroll
       for (int p = 0; p < kPacks; ++p) {
         const int q = first + p * step;
-        if (q < packs) {
-          if constexpr (kLastLoads && kPackBytes == 16) regs[p].load_evict_last(row + q * kVec);
-          else regs[p].load(row + q * kVec);
-        }
+        if (q < packs) regs[p].template load_marked<kLastLoads && kPackBytes == 16>(row + q * kVec);
       }
     } else if constexpr (kMode == Ahead::kShared) {
       if (threadIdx.x == 0) {

@@ -143,13 +143,9 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
       if (q < packs) {
-        if constexpr (kLastLoads && kVec * sizeof(T) == 16) {
-          g[p].load_evict_last(grad + base + q * kVec);
-          if constexpr (!kOutShared) y[p].load_evict_last(out + base + q * kVec);
-        } else {
-          g[p].load(grad + base + q * kVec);
-          if constexpr (!kOutShared) y[p].load(out + base + q * kVec);
-        }
+        constexpr bool kMarked = kLastLoads && kVec * sizeof(T) == 16;
+        g[p].template load_marked<kMarked>(grad + base + q * kVec);
+        if constexpr (!kOutShared) y[p].template load_marked<kMarked>(out + base + q * kVec);
       }
     }
     y_stage.wait();
