@@ -247,12 +247,13 @@ def test_softmax_backward_loaded_marked_or_plain(monkeypatch, dtype, strategy, r
 
 
 # Rows that are not whole 16-byte packs: on tensors that start on 16-byte boundaries, the warp
-# kernel up to 8 elements a lane (197) and the "smem" kernel by packs with a head and a tail
-# (511, 1021, 4099, 50257; several rows a block); on tensors one element off a boundary, an
+# kernel up to 8 elements a lane (197), the "smem" kernel by packs with a head and a tail (511,
+# 1021, 4099, 50257; several rows a block) and the "split" kernels so each segment (float32 50257
+# under auto too); on tensors one element off a boundary, an
 # element at a time (REDUCE_OPS_BACKWARD_PEEL=off gives that path on aligned ones too). Each
 # within the reference's tolerance.
 @requires_cuda
-@pytest.mark.parametrize("strategy", ["auto", "warp", "smem"])
+@pytest.mark.parametrize("strategy", ["auto", "warp", "smem", "split"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
                          ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("rows,cols", [(300, 197), (300, 511), (1200, 1021), (700, 4099), (40, 50257)], ids=str)

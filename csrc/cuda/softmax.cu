@@ -680,9 +680,12 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   const int64_t packs = ceil_div(r.cols, kVec);
   // Rows that are not whole 16-byte packs (kVec == 1) of tensors that start on 16-byte boundaries:
   // a warp holds up to 8 elements of each row a lane (rows of 129-256, which a block per row took),
-  // and the "smem" kernel moves longer rows' aligned middles by packs
-  // (softmax_backward_smem_peeled_kernel), unless REDUCE_OPS_BACKWARD_PEEL=off (a developer knob,
-  // for measurement: the old paths). H200 (h200_study/session59_rows.txt), off -> on, us:
+  // the "smem" kernel moves longer rows' aligned middles by packs
+  // (softmax_backward_smem_peeled_kernel), and so do the "split" kernels each segment's
+  // (SegmentPacks), unless REDUCE_OPS_BACKWARD_PEEL=off (a developer knob, for measurement: the
+  // old paths). Split, H200 (h200_study/session60_backward_split.txt), off -> on, us: float32
+  // 2048 x 50257 665.2 -> 510.1 (torch.compile 645.3), 64 x 1000003 509.3 -> 327.2, 8 x 16777215
+  // 1042.4 -> 657.8; bfloat16 8 x 16777215 565.8 -> 324.8. H200 (h200_study/session59_rows.txt), off -> on, us:
   // bfloat16 32768 x 197 33.2 -> 20.7 (torch.compile 19.4), 65536 x 150 51.6 -> 31.1, 16384 x 511
   // 32.2 -> 22.5, 8192 x 4099 125.8 -> 53.8, 2048 x 50257 485.4 -> 195.7 (torch.compile 322.9);
   // float32 32768 x 197 37.1 -> 25.7, 8192 x 4099 153.4 -> 99.9. 16 elements a lane lost to the
@@ -795,10 +798,18 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     at::Tensor partial = at::empty({r.rows * s.splits}, opts.dtype(c10::CppTypeToScalarType<Acc>::value));
     Acc* pp = partial.mutable_data_ptr<Acc>();
     const int64_t grid = grid_for(r.rows * s.splits);
-    softmax_backward_partial_kernel<T, Acc, kVec><<<grid, kSplitThreads, 0, stream>>>(grad, out, pp, r, s);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    launch_dependent(softmax_backward_apply_kernel<T, Acc, kVec>, grid, dim3(kSplitThreads), 0, stream, grad, out, gx,
-                     static_cast<const Acc*>(pp), r, s);
+    auto run = [&](auto peeled) {
+      constexpr bool kPeeled = decltype(peeled)::value;
+      softmax_backward_partial_kernel<T, Acc, kVec, kPeeled><<<grid, kSplitThreads, 0, stream>>>(grad, out, pp, r, s);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      launch_dependent(softmax_backward_apply_kernel<T, Acc, kVec, kPeeled>, grid, dim3(kSplitThreads), 0, stream,
+                       grad, out, gx, static_cast<const Acc*>(pp), r, s);
+    };
+    // Peeled segments (peel): their aligned middles by 16-byte packs.
+    if constexpr (kVec == 1) {
+      if (peel) return run(std::true_type{});
+    }
+    run(std::false_type{});
   };
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) warp();

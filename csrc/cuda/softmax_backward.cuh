@@ -264,9 +264,27 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
   }
 }
 
-template <typename T, typename Acc, int kVec>
+// Where a segment of n elements at `seg` (grad's; out's and grad_x's alike) has its 16-byte-aligned
+// middle: `head` elements in, `packs` packs of kMaxVec<T>; `edge` is the element of its head or
+// tail this thread moves (edge_element), -1 for none. For kPeeled split kernels.
+template <typename T>
+struct SegmentPacks {
+  int64_t head, packs, edge;
+  __device__ SegmentPacks(const T* seg, int64_t n) {
+    constexpr int kV = kMaxVec<T>;
+    head = elements_to_16_bytes(seg, n);
+    packs = (n - head) / kV;
+    edge = edge_element(head, head + packs * kV, n, kV);
+  }
+};
+
+// kPeeled (kVec == 1; grad, out and grad_x on 16-byte boundaries, so a segment is misaligned
+// alike in all three): each segment's aligned middle by 16-byte packs (SegmentPacks), its head
+// and tail an element a thread.
+template <typename T, typename Acc, int kVec, bool kPeeled = false>
 __global__ void softmax_backward_partial_kernel(const T* __restrict__ grad, const T* __restrict__ out,
                                                 Acc* __restrict__ partial, BackwardRows r, SplitArgs s) {
+  static_assert(!kPeeled || kVec == 1, "peeled segments: rows that are not whole packs");
   allow_dependents();
   const int64_t items = r.rows * s.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
@@ -274,12 +292,27 @@ __global__ void softmax_backward_partial_kernel(const T* __restrict__ grad, cons
     const int64_t n = (r.cols - c0 < s.chunk) ? r.cols - c0 : s.chunk;
     const int64_t base = row * r.cols + c0;
     Acc dot = Acc(0);
-    for (int64_t p = threadIdx.x; p < n / kVec; p += blockDim.x) {
-      T graw[kVec], yraw[kVec];
-      load_pack<T, kVec>(grad + base + p * kVec, graw);
-      load_pack<T, kVec>(out + base + p * kVec, yraw);
+    if constexpr (kPeeled) {
+      constexpr int kV = kMaxVec<T>;
+      using P = Pack<T, kV>;
+      const SegmentPacks<T> at(grad + base, n);
+      const P* gp = reinterpret_cast<const P*>(grad + base + at.head);
+      const P* yp = reinterpret_cast<const P*>(out + base + at.head);
+#pragma unroll 4
+      for (int64_t p = threadIdx.x; p < at.packs; p += blockDim.x) {
+        const P g = gp[p], y = yp[p];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) dot += static_cast<Acc>(graw[k]) * static_cast<Acc>(yraw[k]);
+        for (int k = 0; k < kV; ++k) dot += static_cast<Acc>(g.v[k]) * static_cast<Acc>(y.v[k]);
+      }
+      if (at.edge >= 0) dot += static_cast<Acc>(grad[base + at.edge]) * static_cast<Acc>(out[base + at.edge]);
+    } else {
+      for (int64_t p = threadIdx.x; p < n / kVec; p += blockDim.x) {
+        T graw[kVec], yraw[kVec];
+        load_pack<T, kVec>(grad + base + p * kVec, graw);
+        load_pack<T, kVec>(out + base + p * kVec, yraw);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) dot += static_cast<Acc>(graw[k]) * static_cast<Acc>(yraw[k]);
+      }
     }
     dot = block_all_reduce(dot, SumOp<Acc>());
     if (threadIdx.x == 0) partial[w] = dot;
@@ -290,10 +323,12 @@ __global__ void softmax_backward_partial_kernel(const T* __restrict__ grad, cons
 // its items and each item's packs last to first (what the partial pass read last is in L2).
 // H100, us, neither -> both: float32 8 x 2^24 913.6 -> 908.3, 16 x 2^20 123.0 -> 118.1,
 // bfloat16 8 x 2^24 461.4 -> 457.2, 8 x 2^22 124.3 -> 120.1 (h100_study/session36_split_pdl.txt).
-template <typename T, typename Acc, int kVec>
+// kPeeled: as softmax_backward_partial_kernel's.
+template <typename T, typename Acc, int kVec, bool kPeeled = false>
 __global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const T* __restrict__ out,
                                               T* __restrict__ gx, const Acc* __restrict__ partial,
                                               BackwardRows r, SplitArgs s) {
+  static_assert(!kPeeled || kVec == 1, "peeled segments: rows that are not whole packs");
   wait_for_prerequisite();
   const int64_t items = r.rows * s.splits;
   for (int64_t v = blockIdx.x; v < items; v += gridDim.x) {
@@ -304,6 +339,25 @@ __global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const 
     dot = block_all_reduce(dot, SumOp<Acc>());
     const int64_t n = (r.cols - c0 < s.chunk) ? r.cols - c0 : s.chunk;
     const int64_t base = row * r.cols + c0;
+    if constexpr (kPeeled) {
+      constexpr int kV = kMaxVec<T>;
+      using P = Pack<T, kV>;
+      const SegmentPacks<T> at(grad + base, n);
+      const P* gp = reinterpret_cast<const P*>(grad + base + at.head);
+      const P* yp = reinterpret_cast<const P*>(out + base + at.head);
+      for_each_stride_back(threadIdx.x, at.packs, blockDim.x, [&](int64_t p) {
+        const P g = gp[p], y = yp[p];
+        Acc o[kV];
+#pragma unroll
+        for (int k = 0; k < kV; ++k) o[k] = static_cast<Acc>(y.v[k]) * (static_cast<Acc>(g.v[k]) - dot);
+        store_pack<T, Acc, kV>(gx + base + at.head + p * kV, o);
+      });
+      if (at.edge >= 0) {
+        const Acc g = static_cast<Acc>(grad[base + at.edge]), y = static_cast<Acc>(out[base + at.edge]);
+        gx[base + at.edge] = static_cast<T>(y * (g - dot));
+      }
+      continue;
+    }
     for_each_stride_back(threadIdx.x, n / kVec, blockDim.x, [&](int64_t p) {
       T graw[kVec], yraw[kVec];
       load_pack<T, kVec>(grad + base + p * kVec, graw);
