@@ -273,6 +273,28 @@ def test_softmax_backward_unaligned_rows(monkeypatch, strategy, dtype, rows, col
     assert_backward_close(reduce_ops.softmax_backward(shifted(grad), shifted(out), -1), grad, out, dtype)
 
 
+# The peeled "smem" kernel with grad's packs read again from the L2 rather than kept in shared
+# memory (REDUCE_OPS_BACKWARD_SMEM=l2, l2_marked; the automatic rule's choice for float32 50257,
+# 402 KB of both rows, whose "smem" runs only so): within the reference's tolerance, and the same
+# bits as with both rows in shared memory (REDUCE_OPS_BACKWARD_SMEM=both) where they fit.
+@requires_cuda
+@pytest.mark.parametrize("mode", ["l2", "l2_marked"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("rows,cols", [(300, 511), (700, 4099), (40, 50257)], ids=str)
+def test_softmax_backward_grad_read_again(monkeypatch, mode, dtype, rows, cols):
+    force_row_strategy(monkeypatch, "smem")
+    x = make_input((rows, cols), dtype, "cuda")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    monkeypatch.setenv("REDUCE_OPS_BACKWARD_SMEM", "both")
+    both = reduce_ops.softmax_backward(grad, out, -1)
+    monkeypatch.setenv("REDUCE_OPS_BACKWARD_SMEM", mode)
+    got = reduce_ops.softmax_backward(grad, out, -1)
+    assert_backward_close(got, grad, out, dtype)
+    if 2 * cols * out.element_size() <= 200 * 1024:
+        assert torch.equal(got, both)
+
+
 # 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged
 # blocks, so "block-staged" runs its register block or, past it, a cluster).
 @requires_cuda

@@ -695,7 +695,35 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
                     !env_equals("REDUCE_OPS_BACKWARD_PEEL", "off");
   constexpr int kPeeledVec = kMaxVec<T>;
   const int64_t peeled_slots = ceil_div(r.cols, kPeeledVec);
-  const int64_t smem = peel ? 2 * peeled_slots * 16 : 2 * r.cols * static_cast<int64_t>(sizeof(T));
+  // The peeled "smem" kernel's kGrad: grad's packs in shared memory beside out's (0), or read again
+  // from the L2, their first read marked evict_last (2), where both rows do not fit one block's
+  // shared memory but out's does (it beats the split), or where out's alone fits at least twice
+  // the blocks an SM and their rows of grad, resident together, take at most a third of the L2.
+  // REDUCE_OPS_BACKWARD_SMEM=both|l2|l2_marked (0, 1: unmarked, 2) forces one (a developer knob).
+  // H200 (h200_study/session60_backward_split.txt), us, the split or both rows -> grad read again:
+  // float32 2048 x 50257 503.4 -> 463.1 (split), 4096 x 32001 629.3 -> 448.6 (split); bfloat16
+  // 4096 x 32001 243.5 -> 202.0 (1 -> 2 blocks an SM, 17 MB of grad), 1024 x 100003 252.5 -> 238.4
+  // (split). Lost: bfloat16 2048 x 50257 196.5 -> 222.3 (1 -> 2 blocks, 26 MB), float32 8192 x 4099
+  // 99.8 -> 100.8 (7 -> 8 blocks).
+  const int64_t out_smem = peeled_slots * 16;
+  auto grad_mode = [&] {
+    if (!peel || env_equals("REDUCE_OPS_BACKWARD_SMEM", "both")) return 0;
+    if (env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2")) return 1;
+    if (env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2_marked")) return 2;
+    if (r.cols <= 32 * 8 || out_smem > block_smem_limit()) return 0;  // the warp's rows (warp_fits); the split's
+    if (2 * out_smem > block_smem_limit()) return 2;
+    const int threads = block_per_row_threads(peeled_slots);
+    auto both_kernel = softmax_backward_smem_peeled_kernel<T, Acc, 0>;
+    auto grad_kernel = softmax_backward_smem_peeled_kernel<T, Acc, 2>;
+    allow_smem(both_kernel, 2 * out_smem);  // before the occupancy queries, which count it
+    allow_smem(grad_kernel, out_smem);
+    const int both = resident_blocks(both_kernel, threads, 2 * out_smem);
+    const int one = resident_blocks(grad_kernel, threads, out_smem);
+    const int64_t grad_bytes = one * sm_count() * r.cols * static_cast<int64_t>(sizeof(T));
+    return one >= 2 * both && 3 * grad_bytes <= props().l2CacheSize ? 2 : 0;
+  };
+  const int grad_from_l2 = grad_mode();
+  const int64_t smem = peel ? (grad_from_l2 ? 1 : 2) * out_smem : 2 * r.cols * static_cast<int64_t>(sizeof(T));
   // warp: 4 packs of each row per lane (the forward's 8 packs of registers); 8 elements (peel).
   const bool warp_fits = packs <= 32 * (peel ? 8 : kRowPacks);
   // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers.
@@ -781,7 +809,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   auto shared = [&] {
     if constexpr (kVec == 1) {
       if (peel) {
-        auto kernel = softmax_backward_smem_peeled_kernel<T, Acc>;
+        auto kernel = grad_from_l2 == 2   ? softmax_backward_smem_peeled_kernel<T, Acc, 2>
+                      : grad_from_l2 == 1 ? softmax_backward_smem_peeled_kernel<T, Acc, 1>
+                                          : softmax_backward_smem_peeled_kernel<T, Acc, 0>;
         allow_smem(kernel, smem);
         kernel<<<grid_for(r.rows), block_per_row_threads(peeled_slots), smem, stream>>>(grad, out, gx, r,
                                                                                          peeled_slots);

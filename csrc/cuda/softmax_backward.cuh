@@ -215,12 +215,17 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_kernel(const T* __
 
 // "smem" for rows that are not whole 16-byte packs (an odd row length, say) of tensors that start
 // on 16-byte boundaries, so that a row is misaligned alike in grad, out and grad_x: each row's
-// 16-byte-aligned middle moves by packs, both rows' packs waiting in dynamic shared memory (grad's
-// in the first `slots` packs, out's in the next; each thread reads back only its own, so the two
+// 16-byte-aligned middle moves by packs, both rows' packs waiting in dynamic shared memory (out's
+// in the first `slots` packs, grad's in the next; each thread reads back only its own, so the two
 // passes need no barrier), and its head and tail (under 16 bytes each) an element a thread of the
 // first 2 x kV, held in registers. softmax_backward_smem_kernel<kVec = 1> moved them an element at
 // a time: H200, bfloat16 2048 x 50257 485.4 -> 195.7 us (torch.compile 322.9; session59_rows.txt).
-template <typename T, typename Acc>
+//
+// kGrad: where grad's packs wait between the passes. 0: in shared memory, as said. 1: nowhere:
+// the second pass reads them again, from the L2 (each block's row, 100-200 KB, was read just
+// before), so that only out's packs take shared memory (half: two blocks an SM where one fit).
+// 2: as 1, the first read marking the lines evict_last.
+template <typename T, typename Acc, int kGrad = 0>
 __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(const T* __restrict__ grad,
                                                                             const T* __restrict__ out,
                                                                             T* __restrict__ gx, BackwardRows r,
@@ -228,8 +233,8 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr int kV = kMaxVec<T>;
   using P = Pack<T, kV>;
-  P* gbuf = reinterpret_cast<P*>(smem_raw);
-  P* ybuf = gbuf + slots;
+  P* ybuf = reinterpret_cast<P*>(smem_raw);
+  P* gbuf = ybuf + slots;  // kGrad == 0 only
   for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
     const int64_t base = row * r.cols;
     const int64_t head = elements_to_16_bytes(grad + base, r.cols);
@@ -239,8 +244,11 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
     Acc dot = Acc(0);
 #pragma unroll 4
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const P g = gp[p], y = yp[p];
-      gbuf[p] = g;
+      P g;
+      if constexpr (kGrad == 2) g = load_evict_last(gp + p);
+      else g = gp[p];
+      const P y = yp[p];
+      if constexpr (kGrad == 0) gbuf[p] = g;
       ybuf[p] = y;
 #pragma unroll
       for (int k = 0; k < kV; ++k) dot += static_cast<Acc>(g.v[k]) * static_cast<Acc>(y.v[k]);
@@ -254,7 +262,7 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
     }
     dot = block_all_reduce(dot, SumOp<Acc>());
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const P g = gbuf[p], y = ybuf[p];
+      const P g = kGrad == 0 ? gbuf[p] : gp[p], y = ybuf[p];
       Acc o[kV];
 #pragma unroll
       for (int k = 0; k < kV; ++k) o[k] = static_cast<Acc>(y.v[k]) * (static_cast<Acc>(g.v[k]) - dot);
