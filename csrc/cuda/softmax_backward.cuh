@@ -272,17 +272,23 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
   }
 }
 
-// Where a segment of n elements at `seg` (grad's; out's and grad_x's alike) has its 16-byte-aligned
-// middle: `head` elements in, `packs` packs of kMaxVec<T>; `edge` is the element of its head or
-// tail this thread moves (edge_element), -1 for none. For kPeeled split kernels.
+// The segment of n elements at `base` of grad and out (grad_x's alike; the three misaligned
+// alike) by its 16-byte-aligned middle: `head` elements in, `packs` packs of kV (g and y point at
+// them); `edge` is the element of its head or tail this thread moves (edge_element), -1 for none.
+// For kPeeled split kernels.
 template <typename T>
 struct SegmentPacks {
+  static constexpr int kV = kMaxVec<T>;
+  using P = Pack<T, kV>;
   int64_t head, packs, edge;
-  __device__ SegmentPacks(const T* seg, int64_t n) {
-    constexpr int kV = kMaxVec<T>;
-    head = elements_to_16_bytes(seg, n);
+  const P* g;
+  const P* y;
+  __device__ SegmentPacks(const T* grad, const T* out, int64_t base, int64_t n) {
+    head = elements_to_16_bytes(grad + base, n);
     packs = (n - head) / kV;
     edge = edge_element(head, head + packs * kV, n, kV);
+    g = reinterpret_cast<const P*>(grad + base + head);
+    y = reinterpret_cast<const P*>(out + base + head);
   }
 };
 
@@ -301,16 +307,13 @@ __global__ void softmax_backward_partial_kernel(const T* __restrict__ grad, cons
     const int64_t base = row * r.cols + c0;
     Acc dot = Acc(0);
     if constexpr (kPeeled) {
-      constexpr int kV = kMaxVec<T>;
-      using P = Pack<T, kV>;
-      const SegmentPacks<T> at(grad + base, n);
-      const P* gp = reinterpret_cast<const P*>(grad + base + at.head);
-      const P* yp = reinterpret_cast<const P*>(out + base + at.head);
+      using S = SegmentPacks<T>;
+      const S at(grad, out, base, n);
 #pragma unroll 4
       for (int64_t p = threadIdx.x; p < at.packs; p += blockDim.x) {
-        const P g = gp[p], y = yp[p];
+        const auto g = at.g[p], y = at.y[p];
 #pragma unroll
-        for (int k = 0; k < kV; ++k) dot += static_cast<Acc>(g.v[k]) * static_cast<Acc>(y.v[k]);
+        for (int k = 0; k < S::kV; ++k) dot += static_cast<Acc>(g.v[k]) * static_cast<Acc>(y.v[k]);
       }
       if (at.edge >= 0) dot += static_cast<Acc>(grad[base + at.edge]) * static_cast<Acc>(out[base + at.edge]);
     } else {
@@ -348,17 +351,14 @@ __global__ void softmax_backward_apply_kernel(const T* __restrict__ grad, const 
     const int64_t n = (r.cols - c0 < s.chunk) ? r.cols - c0 : s.chunk;
     const int64_t base = row * r.cols + c0;
     if constexpr (kPeeled) {
-      constexpr int kV = kMaxVec<T>;
-      using P = Pack<T, kV>;
-      const SegmentPacks<T> at(grad + base, n);
-      const P* gp = reinterpret_cast<const P*>(grad + base + at.head);
-      const P* yp = reinterpret_cast<const P*>(out + base + at.head);
+      using S = SegmentPacks<T>;
+      const S at(grad, out, base, n);
       for_each_stride_back(threadIdx.x, at.packs, blockDim.x, [&](int64_t p) {
-        const P g = gp[p], y = yp[p];
-        Acc o[kV];
+        const auto g = at.g[p], y = at.y[p];
+        Acc o[S::kV];
 #pragma unroll
-        for (int k = 0; k < kV; ++k) o[k] = static_cast<Acc>(y.v[k]) * (static_cast<Acc>(g.v[k]) - dot);
-        store_pack<T, Acc, kV>(gx + base + at.head + p * kV, o);
+        for (int k = 0; k < S::kV; ++k) o[k] = static_cast<Acc>(y.v[k]) * (static_cast<Acc>(g.v[k]) - dot);
+        store_pack<T, Acc, S::kV>(gx + base + at.head + p * S::kV, o);
       });
       if (at.edge >= 0) {
         const Acc g = static_cast<Acc>(grad[base + at.edge]), y = static_cast<Acc>(out[base + at.edge]);
