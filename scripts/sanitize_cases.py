@@ -127,15 +127,16 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)
     # Softmax / ReduceScale / backward under every row strategy: warp (small groups, packs 1..8),
     # block and cluster (registers; 70000 gives clusters of 4 or 8 blocks), shared memory, split
-    # rows; 201 and 9001 (and 16-bit 300) are unaligned: the forward's scalar smem and split
-    # kernels, the backward's peeled warp (8 values a lane) and smem kernels.
+    # rows; 201, 9001 and 30001 (and 16-bit 300) are unaligned: the forward's scalar smem and split
+    # kernels, the backward's peeled warp (8 values a lane), smem and split kernels (30001 under
+    # "smem": grad read again from the L2, out's row alone in shared memory).
     for strategy in ROW_STRATEGIES:
         if strategy is None:
             os.environ.pop("REDUCE_OPS_STRATEGY", None)
         else:
             os.environ["REDUCE_OPS_STRATEGY"] = strategy
         for rows, cols in [(33, 7), (33, 40), (33, 201), (33, 300), (9, 2000), (4, 9000), (3, 9001), (2, 40000),
-                           (3, 70000)]:
+                           (3, 30001), (3, 70000)]:
             check_row_ops(f"{strategy or 'auto'} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
     # "smem" on rows misaligned otherwise than the output (a storage offset of one element): the
     # unaligned kernel reads its shared memory back an element at a time; and in place.
