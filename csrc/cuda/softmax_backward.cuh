@@ -9,7 +9,8 @@
 //                                  partial dot products meet through distributed shared memory.
 //   softmax_backward_smem_kernel   ("smem") a block per row, both rows in shared memory;
 //   softmax_backward_smem_peeled_kernel
-//                                  the same for rows that are not whole 16-byte packs.
+//                                  the same for rows that are not whole 16-byte packs, or
+//                                  (kGrad) out's row alone there, grad read again from the L2.
 //   softmax_backward_partial_kernel + softmax_backward_apply_kernel
 //                                  ("split") partial dot products, then each block combines
 //                                  its row's partials and writes its segment (two reads of
