@@ -695,6 +695,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
                     !env_equals("REDUCE_OPS_BACKWARD_PEEL", "off");
   constexpr int kPeeledVec = kMaxVec<T>;
   const int64_t peeled_slots = ceil_div(r.cols, kPeeledVec);
+  // warp: 4 packs of each row per lane (the forward's 8 packs of registers); 8 elements (peel).
+  const bool warp_fits = packs <= 32 * (peel ? 8 : kRowPacks);
   // The peeled "smem" kernel's kGrad: grad's packs in shared memory beside out's (0), or read again
   // from the L2, their first read marked evict_last (2), where both rows do not fit one block's
   // shared memory but out's does (it beats the split), or where out's alone fits at least twice
@@ -710,7 +712,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     if (!peel || env_equals("REDUCE_OPS_BACKWARD_SMEM", "both")) return 0;
     if (env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2")) return 1;
     if (env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2_marked")) return 2;
-    if (r.cols <= 32 * 8 || out_smem > block_smem_limit()) return 0;  // the warp's rows (warp_fits); the split's
+    if (warp_fits || out_smem > block_smem_limit()) return 0;  // the warp's rows; the split's
     if (2 * out_smem > block_smem_limit()) return 2;
     const int threads = block_per_row_threads(peeled_slots);
     auto both_kernel = softmax_backward_smem_peeled_kernel<T, Acc, 0>;
@@ -724,8 +726,6 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   };
   const int grad_from_l2 = grad_mode();
   const int64_t smem = peel ? (grad_from_l2 ? 1 : 2) * out_smem : 2 * r.cols * static_cast<int64_t>(sizeof(T));
-  // warp: 4 packs of each row per lane (the forward's 8 packs of registers); 8 elements (peel).
-  const bool warp_fits = packs <= 32 * (peel ? 8 : kRowPacks);
   // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kRowPacks} * kMaxRegThreads;
   // A warp up to 2 packs a lane (1 for 16-bit rows), then a block wherever it fits, then

@@ -214,6 +214,26 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_kernel(const T* __
   }
 }
 
+// The segment of n elements at `base` of grad and out (grad_x's alike; the three misaligned
+// alike) by its 16-byte-aligned middle: `head` elements in, `packs` packs of kV (g and y point at
+// them); `edge` is the element of its head or tail this thread moves (edge_element), -1 for none.
+// For the peeled smem kernel (a whole row) and the kPeeled split kernels.
+template <typename T>
+struct SegmentPacks {
+  static constexpr int kV = kMaxVec<T>;
+  using P = Pack<T, kV>;
+  int64_t head, packs, edge;
+  const P* g;
+  const P* y;
+  __device__ SegmentPacks(const T* grad, const T* out, int64_t base, int64_t n) {
+    head = elements_to_16_bytes(grad + base, n);
+    packs = (n - head) / kV;
+    edge = edge_element(head, head + packs * kV, n, kV);
+    g = reinterpret_cast<const P*>(grad + base + head);
+    y = reinterpret_cast<const P*>(out + base + head);
+  }
+};
+
 // "smem" for rows that are not whole 16-byte packs (an odd row length, say) of tensors that start
 // on 16-byte boundaries, so that a row is misaligned alike in grad, out and grad_x: each row's
 // 16-byte-aligned middle moves by packs, both rows' packs waiting in dynamic shared memory (out's
@@ -238,60 +258,36 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
   P* gbuf = ybuf + slots;  // kGrad == 0 only
   for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
     const int64_t base = row * r.cols;
-    const int64_t head = elements_to_16_bytes(grad + base, r.cols);
-    const int64_t packs = (r.cols - head) / kV;
-    const P* gp = reinterpret_cast<const P*>(grad + base + head);
-    const P* yp = reinterpret_cast<const P*>(out + base + head);
+    const SegmentPacks<T> at(grad, out, base, r.cols);
     Acc dot = Acc(0);
 #pragma unroll 4
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    for (int64_t p = threadIdx.x; p < at.packs; p += blockDim.x) {
       P g;
-      if constexpr (kGrad == 2) g = load_evict_last(gp + p);
-      else g = gp[p];
-      const P y = yp[p];
+      if constexpr (kGrad == 2) g = load_evict_last(at.g + p);
+      else g = at.g[p];
+      const P y = at.y[p];
       if constexpr (kGrad == 0) gbuf[p] = g;
       ybuf[p] = y;
 #pragma unroll
       for (int k = 0; k < kV; ++k) dot += static_cast<Acc>(g.v[k]) * static_cast<Acc>(y.v[k]);
     }
-    const int64_t j = edge_element(head, head + packs * kV, r.cols, kV);
     Acc ge = Acc(0), ye = Acc(0);
-    if (j >= 0) {
-      ge = static_cast<Acc>(grad[base + j]);
-      ye = static_cast<Acc>(out[base + j]);
+    if (at.edge >= 0) {
+      ge = static_cast<Acc>(grad[base + at.edge]);
+      ye = static_cast<Acc>(out[base + at.edge]);
       dot += ge * ye;
     }
     dot = block_all_reduce(dot, SumOp<Acc>());
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const P g = kGrad == 0 ? gbuf[p] : gp[p], y = ybuf[p];
+    for (int64_t p = threadIdx.x; p < at.packs; p += blockDim.x) {
+      const P g = kGrad == 0 ? gbuf[p] : at.g[p], y = ybuf[p];
       Acc o[kV];
 #pragma unroll
       for (int k = 0; k < kV; ++k) o[k] = static_cast<Acc>(y.v[k]) * (static_cast<Acc>(g.v[k]) - dot);
-      store_pack<T, Acc, kV>(gx + base + head + p * kV, o);
+      store_pack<T, Acc, kV>(gx + base + at.head + p * kV, o);
     }
-    if (j >= 0) gx[base + j] = static_cast<T>(ye * (ge - dot));
+    if (at.edge >= 0) gx[base + at.edge] = static_cast<T>(ye * (ge - dot));
   }
 }
-
-// The segment of n elements at `base` of grad and out (grad_x's alike; the three misaligned
-// alike) by its 16-byte-aligned middle: `head` elements in, `packs` packs of kV (g and y point at
-// them); `edge` is the element of its head or tail this thread moves (edge_element), -1 for none.
-// For kPeeled split kernels.
-template <typename T>
-struct SegmentPacks {
-  static constexpr int kV = kMaxVec<T>;
-  using P = Pack<T, kV>;
-  int64_t head, packs, edge;
-  const P* g;
-  const P* y;
-  __device__ SegmentPacks(const T* grad, const T* out, int64_t base, int64_t n) {
-    head = elements_to_16_bytes(grad + base, n);
-    packs = (n - head) / kV;
-    edge = edge_element(head, head + packs * kV, n, kV);
-    g = reinterpret_cast<const P*>(grad + base + head);
-    y = reinterpret_cast<const P*>(out + base + head);
-  }
-};
 
 // kPeeled (kVec == 1; grad, out and grad_x on 16-byte boundaries, so a segment is misaligned
 // alike in all three): each segment's aligned middle by 16-byte packs (SegmentPacks), its head
