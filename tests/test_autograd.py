@@ -273,6 +273,28 @@ def test_softmax_backward_unaligned_rows(monkeypatch, strategy, dtype, rows, col
     assert_backward_close(reduce_ops.softmax_backward(shifted(grad), shifted(out), -1), grad, out, dtype)
 
 
+# Peeled rows by 16-byte packs in a warp (REDUCE_OPS_BACKWARD_WARP=packs) or an element a lane
+# (elements): 4, 8 and 32 lanes, 1, 2 and 4 packs a lane, heads and tails of every length; within
+# the reference's tolerance, on aligned tensors and one element off a boundary (the element kernels).
+@requires_cuda
+@pytest.mark.parametrize("mapping", ["packs", "elements"])
+@pytest.mark.parametrize("strategy", ["auto", "warp"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("rows,cols", [(300, 3), (300, 20), (300, 37), (300, 77), (300, 150), (300, 197),
+                                       (300, 263), (300, 511), (90, 1021), (33, 1031)], ids=str)
+def test_softmax_backward_peeled_warp(monkeypatch, mapping, strategy, dtype, rows, cols):
+    force_row_strategy(monkeypatch, strategy)
+    monkeypatch.setenv("REDUCE_OPS_BACKWARD_WARP", mapping)
+    x = make_input((rows, cols), dtype, "cuda")
+    x[rows // 2, cols // 3] = float("nan")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    shifted = lambda t: torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)
+    assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
+    assert_backward_close(reduce_ops.softmax_backward(shifted(grad), shifted(out), -1), grad, out, dtype)
+
+
 # The peeled "smem" kernel with grad's packs read again from the L2 rather than kept in shared
 # memory (REDUCE_OPS_BACKWARD_SMEM=l2, l2_marked; the automatic rule's choice for float32 50257,
 # 402 KB of both rows, whose "smem" runs only so): within the reference's tolerance, and the same

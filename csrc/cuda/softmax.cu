@@ -171,9 +171,18 @@ int64_t row_kernel_grid(Kernel kernel, int64_t rows, int threads, int64_t smem) 
 // backward 97 / 99 / 100; bfloat16 262144 x 256 ReduceScale 88 / 90 / 84, softmax 90 / 91 / 88,
 // backward 93 / 96 / 94 (one row per group lost on 16-bit rows: blocks of 4 KB).
 constexpr int kWarpRowWaves = 16;
+// Peeled rows (RowPacks: an unaligned row's edges an element a lane beside its packs) take 4 waves,
+// so each lane group runs several rows, the next one loaded ahead. H200 (rows_ab2.py,
+// h200_study/session61_peeled_warp.txt), us, 16 -> 4 waves: softmax bfloat16 131072 x 37 16.6 ->
+// 14.9, 65536 x 77 15.9 -> 14.2, 65536 x 150 21.5 -> 19.2, 32768 x 263 19.4 -> 17.4, 32768 x 511
+// 24.6 -> 23.2; ReduceScale 15.9 -> 15.0, 15.5 -> 14.6, 20.9 -> 19.4, 18.7 -> 17.1, 24.2 -> 23.0;
+// 32768 x 197 even. (The float32 forward peels rows of 256 or more only, which a warp takes up
+// to 259.)
+constexpr int kPeeledWarpWaves = 4;
 template <typename Kernel>
-int64_t warp_kernel_grid(Kernel kernel, int64_t groups) {
-  const int64_t waves = int64_t{kWarpRowWaves} * sm_count() * resident_blocks(kernel, kBlock, 0);
+int64_t warp_kernel_grid(Kernel kernel, int64_t groups, bool peeled = false) {
+  const int64_t waves =
+      int64_t{peeled ? kPeeledWarpWaves : kWarpRowWaves} * sm_count() * resident_blocks(kernel, kBlock, 0);
   return row_loop_grid(kernel, groups, kBlock, 0, std::max<int64_t>(1, std::min(groups, waves)));
 }
 
@@ -304,7 +313,7 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
     with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
       auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, decltype(last)::value>;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
-      kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(x, y, g, policy);
+      kernel<<<warp_kernel_grid(kernel, groups, kPeeled), kBlock, 0, stream>>>(x, y, g, policy);
     });
   };
   // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
@@ -680,6 +689,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   const int64_t packs = ceil_div(r.cols, kVec);
   // Rows that are not whole 16-byte packs (kVec == 1) of tensors that start on 16-byte boundaries:
   // a warp holds up to 8 elements of each row a lane (rows of 129-256, which a block per row took),
+  // or the row's aligned middle by 16-byte packs where that wins (peeled_warp below),
   // the "smem" kernel moves longer rows' aligned middles by packs
   // (softmax_backward_smem_peeled_kernel), and so do the "split" kernels each segment's
   // (SegmentPacks), unless REDUCE_OPS_BACKWARD_PEEL=off (a developer knob, for measurement: the
@@ -764,6 +774,45 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // shared memory (8 packs a thread, as the clusters) lost on the H200 (tune_rows.py,
   // h200_study/session19_block_staged.txt), registers -> staged, % of copy: float32 16384 x 12000
   // 103 -> 100, 8192 x 14000 102 -> 99; bfloat16 8192 x 24000 101 -> 98; the rest even.
+  // Peeled rows by 16-byte packs in a warp (softmax_backward_warp_kernel's kPeeled; a row's middle
+  // has at most cols / kPeeledVec whole packs, its head and tail go an element a lane), where they
+  // beat the element warp kernel: rows of up to 4 whole packs (16-bit) or 16 (wider), and past 16
+  // (16-bit) or 64. H200 (rows_ab2.py, h200_study/session61_peeled_warp.txt), us, elements ->
+  // packs: bfloat16 131072 x 20 20.0 -> 13.2, 131072 x 37 21.5 -> 16.3 (torch.compile 21.0), 65536
+  // x 150 31.6 -> 28.3, 32768 x 197 21.2 -> 18.5 (19.6), 32768 x 263 46.4 -> 20.9, 32768 x 511
+  // 52.7 -> 34.1, 16384 x 1021 36.3 -> 31.1; float32 131072 x 37 28.5 -> 23.3, 65536 x 45 17.5 ->
+  // 16.0, 65536 x 61 19.7 -> 18.9, 32768 x 263 38.9 -> 31.7, 32768 x 511 56.5 -> 53.6. The
+  // elements kept: bfloat16 65536 x 61 14.3 against 14.8, 65536 x 77 15.9 against 18.0; float32
+  // 65536 x 77 21.5 against 25.1, 65536 x 150 35.4 against 37.1; even at bfloat16 65536 x 45 and
+  // 100, float32 131072 x 20, 65536 x 100 and 32768 x 197. REDUCE_OPS_BACKWARD_WARP=packs|elements
+  // (a developer knob) forces either where it fits.
+  const int64_t peeled_whole = r.cols / kPeeledVec;
+  const bool peeled_warp_fits = peel && peeled_whole <= 32 * kRowPacks;
+  const bool peeled_warp_wins = sizeof(T) == 2 ? peeled_whole <= 4 || peeled_whole > 16
+                                               : peeled_whole <= 16 || peeled_whole > 64;
+  const bool peeled_warp_preferred =
+      peeled_warp_fits && (env_equals("REDUCE_OPS_BACKWARD_WARP", "packs") ||
+                           (peeled_warp_wins && !env_equals("REDUCE_OPS_BACKWARD_WARP", "elements")));
+  // A lane group of 4 up to 4 whole packs, then 2 packs a lane over 4 and 8 lanes (float32
+  // 131072 x 37: 24.0 us against 26.9 over 16 lanes a pack each), then 32 lanes (one pack a lane:
+  // bfloat16 65536 x 150 29.9 us against 31.7 over 16 lanes, 32768 x 197 18.7 against 19.7), each
+  // group several rows (kPeeledWarpWaves).
+  auto peeled_warp = [&] {
+    if constexpr (kVec == 1) {
+      auto run = [&](auto packs_tag, auto width_tag) {
+        constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
+        auto kernel = softmax_backward_warp_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>;
+        const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
+        kernel<<<warp_kernel_grid(kernel, groups, true), kBlock, 0, stream>>>(grad, out, gx, r);
+      };
+      if (peeled_whole <= 4) run(Int<1>{}, Int<4>{});
+      else if (peeled_whole <= 8) run(Int<2>{}, Int<4>{});
+      else if (peeled_whole <= 16) run(Int<2>{}, Int<8>{});
+      else if (peeled_whole <= 32) run(Int<1>{}, Int<32>{});
+      else if (peeled_whole <= 64) run(Int<2>{}, Int<32>{});
+      else run(Int<kRowPacks>{}, Int<32>{});
+    }
+  };
   auto block = [&] {
     if constexpr (kVec > 1) {
       auto run = [&](auto packs_tag) {
@@ -842,12 +891,14 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     run(std::false_type{});
   };
   const ForcedStrategy forced;
-  if (forced.is("warp") && warp_fits) warp();
+  if (forced.is("warp") && peeled_warp_preferred) peeled_warp();
+  else if (forced.is("warp") && warp_fits) warp();
   else if (forced.is("block") && block_fits) block();
   else if (forced.is("cluster") && cluster(false)) {
     // launched
   } else if (forced.is("smem") && smem_fits) shared();
   else if (forced.is("split")) split();
+  else if (peeled_warp_preferred) peeled_warp();
   else if (warp_preferred) warp();
   else if (block_fits && !few_rows) block();
   else if (cluster(true)) {

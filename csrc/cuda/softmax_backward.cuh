@@ -1,7 +1,9 @@
 // Softmax backward: grad_x = out * (grad - sum(grad * out)) along each row.
 //
 // The same strategies as the forward (row_norm.cuh), with two input rows instead of one:
-//   softmax_backward_warp_kernel   ("warp") kWidth lanes per row, both rows in registers.
+//   softmax_backward_warp_kernel   ("warp") kWidth lanes per row, both rows in registers
+//                                  (kPeeled: a row that is not whole 16-byte packs by its
+//                                  aligned middle's packs, its edges an element a lane).
 //   softmax_backward_regs_kernel   ("block") a block per row, or ("cluster", sm_90+) the C blocks
 //                                  of a cluster per row, both rows' segments in registers, or
 //                                  (kOutShared, sm_90+) grad's in registers and out's bulk-copied
@@ -30,31 +32,108 @@ struct BackwardRows {
   int64_t rows, cols;
 };
 
-template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads = false>
+// A lane's share of a peeled row's edges (RowPacks, row_norm.cuh) in grad and out: as RowEdges,
+// lane `index` of `width` holds edges index + i x width (i < kSlots) of the row's head and tail,
+// numbered head first, both inputs' values in Acc. Nothing, and no registers, unless kPeeled.
+template <typename T, typename Acc, int kSlots, bool kPeeled>
+struct BackwardEdges {
+  static constexpr int kN = kPeeled ? kSlots : 0;
+  int col[kN > 0 ? kN : 1];  // the element, -1 for none
+  Acc g[kN > 0 ? kN : 1], y[kN > 0 ? kN : 1];
+
+  template <int kVec>
+  __device__ __forceinline__ void load(const T* gr, const T* yr, const RowPacks<T, kVec, kPeeled>& at,
+                                       int64_t cols, int index, int width) {
+    const int tail = at.head + at.packs * kVec;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int e = index + i * width;
+      col[i] = e < at.head ? e : (e - at.head < cols - tail ? tail + (e - at.head) : -1);
+      if (col[i] >= 0) {
+        g[i] = static_cast<Acc>(gr[col[i]]);
+        y[i] = static_cast<Acc>(yr[col[i]]);
+      }
+    }
+  }
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) col[i] = -1;
+  }
+  __device__ __forceinline__ Acc dot() const {
+    Acc d = Acc(0);
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (col[i] >= 0) d += g[i] * y[i];
+    }
+    return d;
+  }
+  __device__ __forceinline__ void store(T* gxr, Acc dot) const {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      if (col[i] >= 0) gxr[col[i]] = static_cast<T>(y[i] * (g[i] - dot));
+    }
+  }
+};
+
+// kPeeled (16-byte packs; grad, out and grad_x on 16-byte boundaries, so a row is misaligned
+// alike in all three): each row's aligned middle by packs (RowPacks), its head and tail an
+// element a lane (BackwardEdges), as the forward's peeled warp kernel.
+template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads = false, bool kPeeled = false>
 __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T* __restrict__ out,
                                              T* __restrict__ gx, BackwardRows r) {
+  static_assert(!kPeeled || kVec * sizeof(T) == 16, "peeled rows: 16-byte packs");
+  using Packs = RowPacks<T, kVec, kPeeled>;
+  using Edges = BackwardEdges<T, Acc, (2 * kVec - 2 + kWidth - 1) / kWidth, kPeeled>;
   const int lane = threadIdx.x % kWidth;
   const int64_t groups_per_block = blockDim.x / kWidth;
   const int group_in_warp = threadIdx.x % kWarpSize / kWidth;
   const int64_t row_step = gridDim.x * groups_per_block;
-  // The group's next rows are loaded into registers while this one is reduced and written.
+  // The group's next rows are loaded into registers while this one is reduced and written (a
+  // peeled row's edges too).
   constexpr Ahead kAhead = kWarpAhead<T, kVec, kPacks>;
   const int packs = static_cast<int>((r.cols + kVec - 1) / kVec);
   NextRow<T, kVec, kPacks, kAhead, kLastLoads> g_next{lane, kWidth, packs, nullptr, nullptr};
   NextRow<T, kVec, kPacks, kAhead, kLastLoads> y_next{lane, kWidth, packs, nullptr, nullptr};
+  Edges next_edges;
   auto load_next = [&](int64_t row) {
-    g_next.load(row < r.rows ? grad + row * r.cols : nullptr);
-    y_next.load(row < r.rows ? out + row * r.cols : nullptr);
+    if constexpr (kPeeled) {
+      if (kAhead == Ahead::kNone || row >= r.rows) return;
+      const T* gr = grad + row * r.cols;
+      const T* yr = out + row * r.cols;
+      const Packs at(gr, r.cols);
+      g_next.packs = y_next.packs = at.packs;
+      g_next.load(gr + at.head);
+      y_next.load(yr + at.head);
+      next_edges.load(gr, yr, at, r.cols, lane, kWidth);
+    } else {
+      g_next.load(row < r.rows ? grad + row * r.cols : nullptr);
+      y_next.load(row < r.rows ? out + row * r.cols : nullptr);
+    }
   };
   const int64_t first_row = blockIdx.x * groups_per_block + threadIdx.x / kWidth;
   load_next(first_row);
   for (int64_t row = first_row; row - group_in_warp < r.rows; row += row_step) {
     const bool row_ok = row < r.rows;
+    // The row's packs start `head` elements in (0 unless kPeeled); pack q of this lane's p is
+    // p * kWidth + lane, in the row while below at.packs (cols / kVec unpeeled: whole packs).
+    const int64_t row_base = (row_ok ? row : 0) * r.cols;
+    const Packs at(grad + row_base, r.cols);
+    const int64_t base = row_base + at.head;
+    auto in_row = [&](int p) {
+      if constexpr (kPeeled) return row_ok && p * kWidth + lane < at.packs;
+      else return row_ok && (static_cast<int64_t>(p) * kWidth + lane) * kVec < r.cols;
+    };
+    Edges edges;
+    if constexpr (kPeeled) {
+      if constexpr (kAhead != Ahead::kNone) edges = next_edges;
+      else edges.load(grad + row_base, out + row_base, at, r.cols, lane, kWidth);
+      if (!row_ok) edges.clear();
+    }
     Acc g[kPacks][kVec], y[kPacks][kVec];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-      if (row_ok && col < r.cols) {
+      if (in_row(p)) {
         if constexpr (kAhead != Ahead::kNone) {
           const auto gw = g_next.take(p), yw = y_next.take(p);
 #pragma unroll
@@ -64,8 +143,8 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
           }
         } else if constexpr (kLastLoads && kVec * sizeof(T) == 16) {
           PackWords<T, kVec> gw, yw;
-          gw.load_evict_last(grad + row * r.cols + col);
-          yw.load_evict_last(out + row * r.cols + col);
+          gw.load_evict_last(grad + base + col);
+          yw.load_evict_last(out + base + col);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
             g[p][k] = gw.template get<Acc>(k);
@@ -73,8 +152,8 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
           }
         } else {
           T graw[kVec], yraw[kVec];
-          load_pack<T, kVec>(grad + row * r.cols + col, graw);
-          load_pack<T, kVec>(out + row * r.cols + col, yraw);
+          load_pack<T, kVec>(grad + base + col, graw);
+          load_pack<T, kVec>(out + base + col, yraw);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) {
             g[p][k] = static_cast<Acc>(graw[k]);
@@ -87,24 +166,25 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
     Acc dot = Acc(0);
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-      if (row_ok && col < r.cols) {
+      if (in_row(p)) {
 #pragma unroll
         for (int k = 0; k < kVec; ++k) dot += g[p][k] * y[p][k];
       }
     }
+    if constexpr (kPeeled) dot += edges.dot();
     dot = warp_all_reduce<kWidth>(dot, SumOp<Acc>());
     if (!row_ok) continue;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
-      if (col < r.cols) {
+      if (in_row(p)) {
+        const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
         Acc o[kVec];
 #pragma unroll
         for (int k = 0; k < kVec; ++k) o[k] = y[p][k] * (g[p][k] - dot);
-        store_pack<T, Acc, kVec>(gx + row * r.cols + col, o);
+        store_pack<T, Acc, kVec>(gx + base + col, o);
       }
     }
+    if constexpr (kPeeled) edges.store(gx + row_base, dot);
   }
 }
 
