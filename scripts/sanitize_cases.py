@@ -150,7 +150,8 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     # block (registers, staged) and cluster_row kernels on rows of odd length, each row at its own
     # misalignment; in place on rows off 16 bytes in their storage; the next row and its edges
     # loaded ahead.
-    for strategy, hold, rows, cols in [("warp", "registers", 17, 77), ("warp", "registers", 17, 301),
+    for strategy, hold, rows, cols in [("warp", "registers", 17, 37), ("warp", "registers", 17, 77),
+                                       ("warp", "registers", 17, 301),
                                        ("warp", "registers", 9, 1021),
                                        ("block", "registers", 9, 4099), ("block", "shared", 9, 4099),
                                        ("cluster_row", "registers", 9, 4099), ("cluster_row", "registers", 5, 70001)]:
@@ -165,7 +166,7 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     os.environ["REDUCE_OPS_ROW_WAVES"] = "1"
     os.environ["REDUCE_OPS_AHEAD"] = "registers"
     os.environ["REDUCE_OPS_BLOCK_PACKS"] = "2"
-    for strategy, rows, cols in [("warp", 3000, 77), ("warp", 3000, 301), ("block", 600, 4099)]:
+    for strategy, rows, cols in [("warp", 3000, 37), ("warp", 3000, 77), ("warp", 3000, 301), ("block", 600, 4099)]:
         os.environ["REDUCE_OPS_STRATEGY"] = strategy
         check_row_ops(f"peeled {strategy} ahead {dtype} {rows}x{cols}", rows, cols, dtype, tol)
     for name in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_BLOCK_PACKS"):

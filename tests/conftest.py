@@ -540,15 +540,17 @@ def smem_load(monkeypatch, load):
 # their heads and tails an element a thread (row_norm.cuh's RowPacks / RowEdges). Every length is
 # odd, so consecutive rows start at every misalignment (48 rows: every misalignment with each of
 # peeled_edge_rows' six kinds); (strategy, shape) pairs reach each register kernel: the warp
-# kernel at 2 packs and from 16 lanes down to 4 (16-bit rows: float32 rows under 256 elements
-# are not peeled), blocks in registers and staged, cluster_row on rows a few warps long (blocks
-# holding nothing) and at 16 blocks. "auto" forces nothing.
+# kernel at 2 packs and from 16 lanes down to 4 (float32 rows of 68-255 elements are not peeled:
+# 77 goes an element a lane), blocks in registers and staged, cluster_row on rows a few warps
+# long (blocks holding nothing) and at 16 blocks. "auto" forces nothing (float32 37 and 263: the
+# peeled warp).
 PEELED_ROW_CASES = [("warp", (48, 17)), ("warp", (48, 33)), ("warp", (48, 77)), ("warp", (48, 257)),
                     ("warp", (48, 1021)),
                     ("block", (48, 1021)), ("block", (48, 4099)), ("block-staged", (48, 4099)),
                     ("block", (48, 50257)), ("block-staged", (48, 50257)),
                     ("cluster_row", (48, 77)), ("cluster_row", (48, 4099)), ("cluster_row", (48, 70001)),
-                    ("auto", (48, 197)), ("auto", (48, 70001)), ("auto", (8, 262147))]
+                    ("auto", (48, 37)), ("auto", (48, 197)), ("auto", (48, 263)), ("auto", (48, 70001)),
+                    ("auto", (8, 262147))]
 
 
 def peeled_edge_rows(x, big):
@@ -576,7 +578,8 @@ def peeled_edge_rows(x, big):
 # The peeled rows' next row loaded ahead (REDUCE_OPS_AHEAD, conftest.force_several_rows_per_block),
 # its edges with it: the warp kernel at 1-2 packs a lane, blocks forced to 2 packs a thread
 # (REDUCE_OPS_BLOCK_PACKS); many rows a group or block.
-PEELED_NEXT_ROW_CASES = [("warp", (20000, 77)), ("warp", (5000, 257)), ("warp", (5000, 301)), ("block", (1500, 4099))]
+PEELED_NEXT_ROW_CASES = [("warp", (20000, 37)), ("warp", (20000, 77)), ("warp", (5000, 257)), ("warp", (5000, 301)),
+                         ("block", (1500, 4099))]
 
 
 def peeled_row_cases(test):

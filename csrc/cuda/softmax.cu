@@ -580,14 +580,20 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   const bool warp_fits = packs <= 32 * kMaxWarpPacks;
   // block: kMaxRegPacks x kMaxRegThreads packs (128 KB) fit one block's registers.
   const bool block_fits = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kMaxRegThreads;
-  // The automatic choice: a warp per row up to 2 packs a lane (4 for 16-bit rows), a block per
-  // row (up to 1024 threads) wherever that fits, clusters only past that. H200 (tune_rows.py),
+  // The automatic choice: a warp per row up to 2 packs a lane (4 for 16-bit and peeled float32
+  // rows), a block per row (up to 1024 threads) wherever that fits, clusters only past that. H200
+  // (tune_rows.py),
   // warp vs block since the block kernels run one block per row, % of copy: float32 262144 x 512
   // softmax 96 vs 99, 65536 x 1024 95 vs 97 (ReduceScale 94 vs 96); bfloat16 65536 x 1024
   // softmax 91 vs 87 (ReduceScale 92 vs 91), 262144 x 512 95 vs 75, 131072 x 1536 75 vs 94,
   // 65536 x 2048 81 vs 92 (ReduceScale 83 vs 96). At 4096 x 32768 float32 one 1024-thread block
   // beat a cluster of two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
-  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= (sizeof(In) == 2 ? 4 : 2) * kWarpSize);
+  // Peeled float32 rows too take the warp up to 4 packs a lane: H200 (rows_ab2.py,
+  // h200_study/session61_peeled_warp.txt), us, block -> warp: ReduceScale 32768 x 263 26.7 -> 23.2
+  // (torch.compile 22.1), 32768 x 325 28.5 -> 26.6; softmax 28.3 -> 22.9 (22.0), 30.1 -> 26.5;
+  // even (within 1.6%) at 383, 453, 511 and 515.
+  const int lane_packs = sizeof(In) == 2 || (kPeeled && sizeof(In) == 4) ? 4 : 2;
+  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= lane_packs * kWarpSize);
   // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
   const bool smem_fits = row_smem_bytes<In, kScalarVec>(g.cols) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
@@ -663,14 +669,21 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // for measurement). H100 (tune_rows.py, h100_study/session52_peeled_rows.txt), % of copy,
   // element kernels -> peeled: softmax bfloat16 16384 x 1021 52 -> 72, 8192 x 4097 79 -> 88,
   // 512 x 262147 40 -> 92 (split -> cluster_row), float32 2048 x 100003 39 -> 94; ReduceScale
-  // bfloat16 1024 x 50257 87 -> 92. Float32 rows under 256 elements stay on the element warp
+  // bfloat16 1024 x 50257 87 -> 92. Float32 rows of 68-255 elements stay on the element warp
   // kernel: peeled, 65536 x 77 softmax lost 66 -> 61 (ReduceScale 65 -> 63), 32768 x 197 71 -> 70;
   // 16-bit rows gained there (bfloat16 32768 x 197 softmax 51 -> 56).
   if constexpr (sizeof(In) == sizeof(Out) && std::is_same_v<Acc, float>) {
     const auto bytes_16 = [](const void* p, int64_t stride) {
       return (reinterpret_cast<uintptr_t>(p) + static_cast<uint64_t>(stride) * sizeof(In)) % 16;
     };
-    const int64_t shortest = sizeof(In) == 4 ? 256 : 2 * kVec;  // two packs at least
+    // Float32 rows of up to 16 whole packs are peeled too. H200 (rows_ab2.py,
+    // h200_study/session61_peeled_warp.txt), us, element warp -> peeled warp, ReduceScale: 131072 x
+    // 10 26.4 -> 10.5, 131072 x 21 26.8 -> 13.2, 131072 x 37 28.5 -> 17.9 (torch.compile 20.8),
+    // 65536 x 45 16.7 -> 13.3, 65536 x 61 17.1 -> 14.3; softmax 24.0 -> 10.5, 24.7 -> 13.7, 26.6
+    // -> 17.7 (29.8), 16.0 -> 13.3, 16.6 -> 14.5. Not past that: 65536 x 77 17.8 -> 17.9 and 17.5
+    // -> 18.1, 65536 x 150 25.6 -> 28.7 and 26.4 -> 27.9.
+    const bool short_float = sizeof(In) == 4 && g.cols / kVec <= 16;
+    const int64_t shortest = sizeof(In) == 4 && !short_float ? 256 : 2 * kVec;  // two packs at least
     const bool peel = g.cols >= shortest && reinterpret_cast<uintptr_t>(xp) % 16 == reinterpret_cast<uintptr_t>(yp) % 16 &&
                       (g.rows == 1 || bytes_16(xp, g.x_row_stride) == bytes_16(yp, g.y_row_stride)) &&
                       !env_equals("REDUCE_OPS_ROW_PEEL", "off");
