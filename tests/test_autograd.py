@@ -317,6 +317,32 @@ def test_softmax_backward_grad_read_again(monkeypatch, mode, dtype, rows, cols):
         assert torch.equal(got, both)
 
 
+# The peeled "smem" kernel on clusters (REDUCE_OPS_BACKWARD_SMEM=cluster, REDUCE_OPS_CLUSTER=C): C
+# blocks a row, a segment each, partial dot products through distributed shared memory; segments
+# of every misalignment, blocks past the row's end holding nothing (41 over 8 blocks), within the
+# reference's tolerance.
+@requires_cuda
+@pytest.mark.parametrize("blocks", ["2", "3", "4", "8"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("rows,cols", [(64, 41), (300, 1031), (300, 4099), (40, 50257)], ids=str)
+def test_softmax_backward_peeled_cluster(monkeypatch, blocks, dtype, rows, cols):
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("clusters need sm_90")
+    force_row_strategy(monkeypatch, "smem")
+    monkeypatch.setenv("REDUCE_OPS_BACKWARD_SMEM", "cluster")
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER", blocks)
+    x = make_input((rows, cols), dtype, "cuda")
+    x[rows // 2, cols // 3] = float("nan")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        got = reduce_ops.softmax_backward(grad, out, -1)
+        torch.cuda.synchronize()
+    names = [e.key for e in prof.key_averages()]
+    assert any("softmax_backward_smem_peeled_kernel" in n and "true>" in n for n in names), names
+    assert_backward_close(got, grad, out, dtype)
+
+
 # 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged
 # blocks, so "block-staged" runs its register block or, past it, a cluster).
 @requires_cuda

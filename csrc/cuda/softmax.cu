@@ -868,8 +868,38 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     }
     return false;
   };
+  // The peeled "smem" kernel on clusters of C blocks, a segment of the row each (kCluster), where
+  // REDUCE_OPS_BACKWARD_SMEM=cluster (opt-in, C from REDUCE_OPS_CLUSTER, 2 by default; the
+  // automatic choice does not take it yet). H200 (h200_study/session61_peeled_warp.txt, calls 8-9),
+  // us, auto -> clusters of 2: float32 2048 x 50257 463.9 -> 411.7 (grad read again from the L2
+  // before), bfloat16 1024 x 100003 235.5 -> 211.7 (the split before); lost where both rows fit a
+  // block (bfloat16 2048 x 50257 192.3 -> 239.2, 4096 x 32001 202.6 -> 238.8) and at float32 4096 x
+  // 32001 (445.3 -> 500.0, grad's rows from the L2: 17 MB resident against 26 for 50257).
+  // Returns false, launching nothing, where the device cannot run the cluster or a block's share
+  // exceeds its shared memory.
+  auto shared_cluster = [&] {
+    if constexpr (kVec == 1) {
+      const int blocks = static_cast<int>(env_positive("REDUCE_OPS_CLUSTER", 2));
+      const int64_t chunk = ceil_div(ceil_div(r.cols, blocks), kPeeledVec) * kPeeledVec;
+      const int64_t slots = chunk / kPeeledVec + 1;
+      const int64_t bytes = (2 * slots + 1) * 16;  // both rows' packs, then the exchange
+      if (blocks < 2 || blocks > kMaxClusterBlocks || bytes > block_smem_limit()) return false;
+      auto kernel = softmax_backward_smem_peeled_kernel<T, Acc, 0, true>;
+      cudaLaunchConfig_t config;
+      cudaLaunchAttribute attr;
+      const int active = setup_clusters(config, attr, kernel, blocks, dim3(block_per_row_threads(slots)), bytes, stream);
+      if (active <= 0) return false;
+      // As many clusters as run at once, each looping over rows (one cluster a row lost: H200,
+      // bfloat16 2048 x 50257, 282.6 us on clusters of 2 against 192.2 for a block a row).
+      config.gridDim = dim3(static_cast<unsigned>(blocks * std::min<int64_t>(r.rows, active)));
+      C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, grad, out, gx, r, slots));
+      return true;
+    }
+    return false;
+  };
   auto shared = [&] {
     if constexpr (kVec == 1) {
+      if (peel && env_equals("REDUCE_OPS_BACKWARD_SMEM", "cluster") && shared_cluster()) return;
       if (peel) {
         auto kernel = grad_from_l2 == 2   ? softmax_backward_smem_peeled_kernel<T, Acc, 2>
                       : grad_from_l2 == 1 ? softmax_backward_smem_peeled_kernel<T, Acc, 1>

@@ -297,7 +297,8 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_kernel(const T* __
 // The segment of n elements at `base` of grad and out (grad_x's alike; the three misaligned
 // alike) by its 16-byte-aligned middle: `head` elements in, `packs` packs of kV (g and y point at
 // them); `edge` is the element of its head or tail this thread moves (edge_element), -1 for none.
-// For the peeled smem kernel (a whole row) and the kPeeled split kernels.
+// For the peeled smem kernel (a whole row, or a cluster block's segment of it) and the kPeeled
+// split kernels.
 template <typename T>
 struct SegmentPacks {
   static constexpr int kV = kMaxVec<T>;
@@ -326,19 +327,34 @@ struct SegmentPacks {
 // the second pass reads them again, from the L2 (each block's row, 100-200 KB, was read just
 // before), so that only out's packs take shared memory (half: two blocks an SM where one fit).
 // 2: as 1, the first read marking the lines evict_last.
-template <typename T, typename Acc, int kGrad = 0>
+//
+// kCluster (sm_90+): the C blocks of a cluster share a row, block `rank` its segment of
+// ceil(cols / C) elements rounded up to whole packs (SegmentPacks), so that a row C times one
+// block's shared memory stays on chip, or C blocks an SM run where one did; the blocks' partial
+// dot products meet through distributed shared memory (cluster_all_reduce), in rank order.
+// `slots`: the packs of shared memory for each input, a segment's packs and one more; kCluster
+// needs 2 x slots + 1 packs (kGrad == 0 only).
+template <typename T, typename Acc, int kGrad = 0, bool kCluster = false>
 __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(const T* __restrict__ grad,
                                                                             const T* __restrict__ out,
                                                                             T* __restrict__ gx, BackwardRows r,
                                                                             int64_t slots) {
+  static_assert(!kCluster || kGrad == 0, "clusters: both rows' packs in shared memory");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   constexpr int kV = kMaxVec<T>;
   using P = Pack<T, kV>;
   P* ybuf = reinterpret_cast<P*>(smem_raw);
   P* gbuf = ybuf + slots;  // kGrad == 0 only
-  for (int64_t row = blockIdx.x; row < r.rows; row += gridDim.x) {
-    const int64_t base = row * r.cols;
-    const SegmentPacks<T> at(grad, out, base, r.cols);
+  // kCluster: the block's partial dot product, by row parity, past both rows' packs (a pack more).
+  Acc* exchange = reinterpret_cast<Acc*>(gbuf + slots);
+  const int64_t blocks = kCluster ? cluster_blocks() : 1, rank = kCluster ? cluster_block_rank() : 0;
+  const int64_t chunk = kCluster ? ((r.cols + blocks - 1) / blocks + kV - 1) / kV * kV : r.cols;
+  const int64_t c0 = rank * chunk < r.cols ? rank * chunk : r.cols;
+  const int64_t n = r.cols - c0 < chunk ? r.cols - c0 : chunk;
+  int parity = 0;
+  for (int64_t row = blockIdx.x / blocks; row < r.rows; row += gridDim.x / blocks) {
+    const int64_t base = row * r.cols + c0;
+    const SegmentPacks<T> at(grad, out, base, n);
     Acc dot = Acc(0);
 #pragma unroll 4
     for (int64_t p = threadIdx.x; p < at.packs; p += blockDim.x) {
@@ -358,6 +374,8 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
       dot += ge * ye;
     }
     dot = block_all_reduce(dot, SumOp<Acc>());
+    if constexpr (kCluster) dot = cluster_all_reduce(dot, &exchange[parity], SumOp<Acc>());
+    parity ^= 1;
     for (int64_t p = threadIdx.x; p < at.packs; p += blockDim.x) {
       const P g = kGrad == 0 ? gbuf[p] : at.g[p], y = ybuf[p];
       Acc o[kV];
@@ -367,6 +385,7 @@ __global__ void __launch_bounds__(1024) softmax_backward_smem_peeled_kernel(cons
     }
     if (at.edge >= 0) gx[base + at.edge] = static_cast<T>(ye * (ge - dot));
   }
+  if constexpr (kCluster) cluster_sync();  // each block's slot alive until the others read it
 }
 
 // kPeeled (kVec == 1; grad, out and grad_x on 16-byte boundaries, so a segment is misaligned
