@@ -889,8 +889,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       cudaLaunchAttribute attr;
       const int active = setup_clusters(config, attr, kernel, blocks, dim3(block_per_row_threads(slots)), bytes, stream);
       if (active <= 0) return false;
-      // As many clusters as run at once, each looping over rows (one cluster a row lost: H200,
-      // bfloat16 2048 x 50257, 282.6 us on clusters of 2 against 192.2 for a block a row).
+      // As many clusters as run at once, each looping over rows. One cluster a row lost: H200,
+      // clusters of 2, bfloat16 2048 x 50257 282.6 us against 239.2 looping, float32 433.8 against
+      // 411.7 (calls 8 and 9).
       config.gridDim = dim3(static_cast<unsigned>(blocks * std::min<int64_t>(r.rows, active)));
       C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, grad, out, gx, r, slots));
       return true;
