@@ -12,7 +12,8 @@
 //   softmax_backward_smem_kernel   ("smem") a block per row, both rows in shared memory;
 //   softmax_backward_smem_peeled_kernel
 //                                  the same for rows that are not whole 16-byte packs, or
-//                                  (kGrad) out's row alone there, grad read again from the L2.
+//                                  (kGrad) out's row alone there, grad read again from the L2,
+//                                  or (kCluster, opt-in) a segment of the row per cluster block.
 //   softmax_backward_partial_kernel + softmax_backward_apply_kernel
 //                                  ("split") partial dot products, then each block combines
 //                                  its row's partials and writes its segment (two reads of
