@@ -353,6 +353,11 @@ struct RowPacks {
       packs = static_cast<int>(cols / kVec);
     }
   }
+  // The element of the row that is edge e (the head's elements first, then the tail's), -1 past them.
+  __device__ __forceinline__ int edge(int e, int64_t cols) const {
+    const int tail = head + packs * kVec;
+    return e < head ? e : (e - head < cols - tail ? tail + (e - head) : -1);
+  }
 };
 
 // A thread's share of a peeled row's edges (RowPacks): its head [0, head) and tail [head + packs x
@@ -371,11 +376,9 @@ struct RowEdges {
   template <int kVec>
   __device__ __forceinline__ void load(const In* row, const RowPacks<In, kVec, kPeeled>& at, int64_t cols, int index,
                                        int width) {
-    const int tail = at.head + at.packs * kVec;
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
-      const int e = index + i * width;
-      col[i] = e < at.head ? e : (e - at.head < cols - tail ? tail + (e - at.head) : -1);
+      col[i] = at.edge(index + i * width, cols);
       if (col[i] >= 0) raw[i] = row[col[i]];
     }
   }

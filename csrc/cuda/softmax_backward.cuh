@@ -45,11 +45,9 @@ struct BackwardEdges {
   template <int kVec>
   __device__ __forceinline__ void load(const T* gr, const T* yr, const RowPacks<T, kVec, kPeeled>& at,
                                        int64_t cols, int index, int width) {
-    const int tail = at.head + at.packs * kVec;
 #pragma unroll
     for (int i = 0; i < kN; ++i) {
-      const int e = index + i * width;
-      col[i] = e < at.head ? e : (e - at.head < cols - tail ? tail + (e - at.head) : -1);
+      col[i] = at.edge(index + i * width, cols);
       if (col[i] >= 0) {
         g[i] = static_cast<Acc>(gr[col[i]]);
         y[i] = static_cast<Acc>(yr[col[i]]);
