@@ -246,6 +246,13 @@ def test_softmax_backward_loaded_marked_or_plain(monkeypatch, dtype, strategy, r
     assert_same_bits(reduce_ops.softmax_backward(grad, out, -1), marked)
 
 
+def off_16_bytes(t):
+    """t's values in a tensor that starts one element past a 16-byte boundary."""
+    v = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)
+    assert v.data_ptr() % 16 != 0
+    return v
+
+
 # Rows that are not whole 16-byte packs: on tensors that start on 16-byte boundaries, the warp
 # kernel up to 8 elements a lane (197), the "smem" kernel by packs with a head and a tail (511,
 # 1021, 4099, 50257; several rows a block) and the "split" kernels so each segment (float32 50257
@@ -263,14 +270,8 @@ def test_softmax_backward_unaligned_rows(monkeypatch, strategy, dtype, rows, col
     x[rows // 2, cols // 3] = float("nan")  # a NaN row stays NaN, its neighbours do not
     out = torch.softmax(x.double(), -1).to(dtype)
     grad = make_input((rows, cols), dtype, "cuda")
-
-    def shifted(t):  # t's values, one element past a 16-byte boundary
-        v = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape)
-        return v.copy_(t)
-
-    assert shifted(grad).data_ptr() % 16 != 0
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
-    assert_backward_close(reduce_ops.softmax_backward(shifted(grad), shifted(out), -1), grad, out, dtype)
+    assert_backward_close(reduce_ops.softmax_backward(off_16_bytes(grad), off_16_bytes(out), -1), grad, out, dtype)
 
 
 # Peeled rows by 16-byte packs in a warp (REDUCE_OPS_BACKWARD_WARP=packs) or an element a lane
@@ -290,9 +291,8 @@ def test_softmax_backward_peeled_warp(monkeypatch, mapping, strategy, dtype, row
     x[rows // 2, cols // 3] = float("nan")
     out = torch.softmax(x.double(), -1).to(dtype)
     grad = make_input((rows, cols), dtype, "cuda")
-    shifted = lambda t: torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
-    assert_backward_close(reduce_ops.softmax_backward(shifted(grad), shifted(out), -1), grad, out, dtype)
+    assert_backward_close(reduce_ops.softmax_backward(off_16_bytes(grad), off_16_bytes(out), -1), grad, out, dtype)
 
 
 # The peeled "smem" kernel with grad's packs read again from the L2 rather than kept in shared
