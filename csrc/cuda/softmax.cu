@@ -176,8 +176,8 @@ constexpr int kWarpRowWaves = 16;
 // h200_study/session61_peeled_warp.txt), us, 16 -> 4 waves: softmax bfloat16 131072 x 37 16.6 ->
 // 14.9, 65536 x 77 15.9 -> 14.2, 65536 x 150 21.5 -> 19.2, 32768 x 263 19.4 -> 17.4, 32768 x 511
 // 24.6 -> 23.2; ReduceScale 15.9 -> 15.0, 15.5 -> 14.6, 20.9 -> 19.4, 18.7 -> 17.1, 24.2 -> 23.0;
-// 32768 x 197 even. (The float32 forward peels rows of 256 or more only, which a warp takes up
-// to 259.)
+// 32768 x 197 even. The float32 forward's peeled warp rows (of up to 16 whole packs, and of
+// 256-515) were measured on 4 waves only.
 constexpr int kPeeledWarpWaves = 4;
 template <typename Kernel>
 int64_t warp_kernel_grid(Kernel kernel, int64_t groups, bool peeled = false) {
@@ -582,12 +582,11 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   const bool block_fits = kVec > 1 && packs <= int64_t{kMaxRegPacks<Acc>} * kMaxRegThreads;
   // The automatic choice: a warp per row up to 2 packs a lane (4 for 16-bit and peeled float32
   // rows), a block per row (up to 1024 threads) wherever that fits, clusters only past that. H200
-  // (tune_rows.py),
-  // warp vs block since the block kernels run one block per row, % of copy: float32 262144 x 512
-  // softmax 96 vs 99, 65536 x 1024 95 vs 97 (ReduceScale 94 vs 96); bfloat16 65536 x 1024
-  // softmax 91 vs 87 (ReduceScale 92 vs 91), 262144 x 512 95 vs 75, 131072 x 1536 75 vs 94,
-  // 65536 x 2048 81 vs 92 (ReduceScale 83 vs 96). At 4096 x 32768 float32 one 1024-thread block
-  // beat a cluster of two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
+  // (tune_rows.py), warp vs block since the block kernels run one block per row, % of copy:
+  // float32 262144 x 512 softmax 96 vs 99, 65536 x 1024 95 vs 97 (ReduceScale 94 vs 96); bfloat16
+  // 65536 x 1024 softmax 91 vs 87 (ReduceScale 92 vs 91), 262144 x 512 95 vs 75, 131072 x 1536 75
+  // vs 94, 65536 x 2048 81 vs 92 (ReduceScale 83 vs 96). At 4096 x 32768 float32 one 1024-thread
+  // block beat a cluster of two 512-thread blocks (softmax 95% vs 85%, ReduceScale 96 vs 88).
   // Peeled float32 rows too take the warp up to 4 packs a lane: H200 (rows_ab2.py,
   // h200_study/session61_peeled_warp.txt), us, block -> warp: ReduceScale 32768 x 263 26.7 -> 23.2
   // (torch.compile 22.1), 32768 x 325 28.5 -> 26.6; softmax 28.3 -> 22.9 (22.0), 30.1 -> 26.5;
