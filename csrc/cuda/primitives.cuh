@@ -380,6 +380,32 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
 #endif
 }
 
+// 16 bytes from global `src` to shared `dst` (both 16-byte aligned) without a register between
+// (cp.async, sm_80+; a plain copy below): the thread goes on while the copy is in flight, so a
+// block's loads all go out at once. copy_async_commit closes the thread's group of copies issued
+// since the last; copy_async_wait_prior<N> waits until at most N of its groups are in flight. A
+// block barrier after the wait makes everyone's copies visible.
+__device__ __forceinline__ void copy_async_16(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(dst)), "l"(src) : "memory");
+#else
+  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}
+
+__device__ __forceinline__ void copy_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int kN>
+__device__ __forceinline__ void copy_async_wait_prior() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kN) : "memory");
+#endif
+}
+
 // Waits until `bar` completes the phase of parity `phase` (0 for its first phase, then 1, 0...).
 // kClusterScope: the waiting thread then also sees what other blocks of the cluster wrote into
 // this block's shared memory through transfers that completed on `bar` (store_to_cluster_peer).

@@ -6,6 +6,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <type_traits>
 
@@ -185,6 +186,12 @@ int64_t warp_kernel_grid(Kernel kernel, int64_t groups, bool peeled = false) {
       int64_t{peeled ? kPeeledWarpWaves : kWarpRowWaves} * sm_count() * resident_blocks(kernel, kBlock, 0);
   return row_loop_grid(kernel, groups, kBlock, 0, std::max<int64_t>(1, std::min(groups, waves)));
 }
+
+// The "tile" kernels: a lane holds up to kTilePer values of a row, so rows of up to kTileMaxCols
+// (32 lanes); grids of kTileWaves waves of resident blocks (REDUCE_OPS_ROW_WAVES overrides).
+constexpr int kTilePer = 8;
+constexpr int64_t kTileMaxCols = 32 * kTilePer;
+constexpr int kTileWaves = 2;
 
 // A row of `cols` elements long enough that leaving most SMs idle costs more than the split
 // path's second read: the split path wins when rows x blocks-per-row cannot cover half the SMs.
@@ -825,6 +832,53 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       else run(Int<kRowPacks>{}, Int<32>{});
     }
   };
+  // "tile" (softmax_backward_tile_kernel): peeled rows of up to 256 elements, tile_rows
+  // consecutive rows a block (about REDUCE_OPS_TILE_BYTES of each input, 8 KB by default, in whole
+  // multiples of the rows that make a multiple of 16 bytes), kWidth lanes a row
+  // (REDUCE_OPS_TILE_LANES forces it), two waves of blocks looping over the tiles; for 16-bit rows
+  // and float32 rows of up to 48, before the peeled and element warps. REDUCE_OPS_BACKWARD_TILE=on|off
+  // (a developer knob) forces either where the tile fits. H200 (rows_ab2.py,
+  // h200_study/session62_tile.txt, call 4), us, off -> tile (torch.compile): bfloat16 131072 x 10
+  // 13.25 -> 9.89 (8.13), 131072 x 37 16.29 -> 15.58 (21.06), 65536 x 77 15.98 -> 15.14 (18.05),
+  // 65536 x 100 18.94 -> 16.99 (15.74), 65536 x 150 28.48 -> 22.90 (21.22), 32768 x 197 18.78 ->
+  // 17.06 (19.65), 32768 x 251 20.29 -> 19.78; float32 131072 x 10 11.26 -> 10.75, 131072 x 37
+  // 23.26 -> 22.21. float32 rows of 61-197 were even or lost (65536 x 150 35.14 -> 36.35), but
+  // 32768 x 251 gained (33.57 -> 31.26). One wave lost (bfloat16 65536 x 150: 25.28), 4 were even;
+  // 4 KB tiles won at 10-37 elements and lost past them, 16 KB tiles lost.
+  const int64_t row_bytes = r.cols * static_cast<int64_t>(sizeof(T));
+  const int64_t tile_unit = 16 / std::gcd(row_bytes, int64_t{16});  // rows a tile holds a multiple of
+  const bool tile_fits = peel && r.cols <= kTileMaxCols && 4 * tile_unit * row_bytes <= block_smem_limit();
+  const bool tile_wins = sizeof(T) == 2 || (sizeof(T) == 4 && r.cols <= 48);
+  const bool tile_preferred =
+      tile_fits && (env_equals("REDUCE_OPS_BACKWARD_TILE", "on") ||
+                    (tile_wins && !env_equals("REDUCE_OPS_BACKWARD_TILE", "off")));
+  auto tile = [&] {
+    if constexpr (kVec == 1) {
+      const int64_t target = env_positive("REDUCE_OPS_TILE_BYTES", 8192);
+      int64_t tile_rows = std::max<int64_t>(1, target / row_bytes / tile_unit) * tile_unit;
+      tile_rows = std::min(tile_rows, ceil_div(r.rows, tile_unit) * tile_unit);
+      while (tile_rows > tile_unit && 4 * tile_rows * row_bytes > block_smem_limit()) tile_rows -= tile_unit;
+      const int64_t smem = 4 * tile_rows * row_bytes;  // two stages of grad's and out's tiles
+      const int64_t tiles = ceil_div(r.rows, tile_rows);
+      auto run = [&](auto width_tag) {
+        constexpr int kWidth = decltype(width_tag)::value;
+        auto kernel = softmax_backward_tile_kernel<T, Acc, kWidth, kTilePer>;
+        allow_smem(kernel, smem);
+        const int64_t waves = kTileWaves * sm_count() * resident_blocks(kernel, kBlock, static_cast<size_t>(smem));
+        const int64_t grid = row_loop_grid(kernel, tiles, kBlock, smem, std::max<int64_t>(1, std::min(tiles, waves)));
+        kernel<<<grid, kBlock, smem, stream>>>(grad, out, gx, r, static_cast<int>(tile_rows));
+      };
+      // Up to kTilePer values a lane.
+      const int64_t automatic = r.cols <= 4 * kTilePer ? 4 : r.cols <= 8 * kTilePer ? 8 : r.cols <= 16 * kTilePer ? 16 : 32;
+      int64_t lanes = env_positive("REDUCE_OPS_TILE_LANES", automatic);
+      lanes = lanes <= 4 ? 4 : lanes <= 8 ? 8 : lanes <= 16 ? 16 : 32;
+      if (r.cols > kTilePer * lanes) lanes = automatic;  // a forced mapping too narrow for the row
+      if (lanes == 4) run(Int<4>{});
+      else if (lanes == 8) run(Int<8>{});
+      else if (lanes == 16) run(Int<16>{});
+      else run(Int<32>{});
+    }
+  };
   auto block = [&] {
     if constexpr (kVec > 1) {
       auto run = [&](auto packs_tag) {
@@ -868,8 +922,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     return false;
   };
   // The peeled "smem" kernel on clusters of C blocks, a segment of the row each (kCluster), where
-  // REDUCE_OPS_BACKWARD_SMEM=cluster (opt-in, C from REDUCE_OPS_CLUSTER, 2 by default; the
-  // automatic choice does not take it yet). H200 (h200_study/session61_peeled_warp.txt, calls 8-9),
+  // REDUCE_OPS_BACKWARD_SMEM=cluster (C from REDUCE_OPS_CLUSTER, 2 by default), or in auto by
+  // smem_cluster_preferred's rule (below). H200 (h200_study/session61_peeled_warp.txt, calls 8-9),
   // us, auto -> clusters of 2: float32 2048 x 50257 463.9 -> 411.7 (grad read again from the L2
   // before), bfloat16 1024 x 100003 235.5 -> 211.7 (the split before); lost where both rows fit a
   // block (bfloat16 2048 x 50257 192.3 -> 239.2, 4096 x 32001 202.6 -> 238.8) and at float32 4096 x
@@ -897,9 +951,29 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     }
     return false;
   };
+  // Clusters of 2 in auto where both rows exceed one block's shared memory, a cluster of 2 holds
+  // them, and grad's rows resident under the re-read (a block an SM) exceed 0.3 of the L2 (60 MB
+  // on the H200). H200 (h200_study/session62_tile.txt, calls 3-4), us, the re-read (l2_marked) ->
+  // clusters of 2, by resident grad: float32 2048 x 50257 (26.5 MB) 462.1 -> 413.6, 1536 x 50257
+  // 346.4 -> 311.3, 1024 x 45001 (23.8 MB) 195.4 -> 183.9, 4096 x 40001 (21.1 MB) 646.9 -> 615.3;
+  // bfloat16 2048 x 90001 (23.8 MB) 389.1 -> 365.9, 1024 x 100003 (the split before) 236.4 ->
+  // 212.1; even at bfloat16 1024 x 80001 (21.1 MB); kept, as the re-read won: float32 4096 x 32001
+  // (16.9 MB) 447.5 against 499.6.
+  const bool smem_cluster_preferred = [&] {
+    if (!peel || env_equals("REDUCE_OPS_BACKWARD_SMEM", "both") || env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2") ||
+        env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2_marked")) {
+      return false;
+    }
+    const int64_t half_slots = ceil_div(ceil_div(r.cols, 2), kPeeledVec) + 1;
+    const int64_t resident_grad = sm_count() * r.cols * static_cast<int64_t>(sizeof(T));
+    return 2 * out_smem > block_smem_limit() && (2 * half_slots + 1) * 16 <= block_smem_limit() &&
+           10 * resident_grad > 3 * static_cast<int64_t>(props().l2CacheSize);
+  }();
   auto shared = [&] {
     if constexpr (kVec == 1) {
-      if (peel && env_equals("REDUCE_OPS_BACKWARD_SMEM", "cluster") && shared_cluster()) return;
+      if (peel && (env_equals("REDUCE_OPS_BACKWARD_SMEM", "cluster") || smem_cluster_preferred) && shared_cluster()) {
+        return;
+      }
       if (peel) {
         auto kernel = grad_from_l2 == 2   ? softmax_backward_smem_peeled_kernel<T, Acc, 2>
                       : grad_from_l2 == 1 ? softmax_backward_smem_peeled_kernel<T, Acc, 1>
@@ -941,6 +1015,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     // launched
   } else if (forced.is("smem") && smem_fits) shared();
   else if (forced.is("split")) split();
+  else if (tile_preferred) tile();
   else if (peeled_warp_preferred) peeled_warp();
   else if (warp_preferred) warp();
   else if (block_fits && !few_rows) block();

@@ -4,6 +4,9 @@
 //   softmax_backward_warp_kernel   ("warp") kWidth lanes per row, both rows in registers
 //                                  (kPeeled: a row that is not whole 16-byte packs by its
 //                                  aligned middle's packs, its edges an element a lane).
+//   softmax_backward_tile_kernel   ("tile") short rows that are not whole 16-byte packs: a tile
+//                                  of consecutive rows a block, into shared memory and out by
+//                                  16-byte packs, kWidth lanes a row there.
 //   softmax_backward_regs_kernel   ("block") a block per row, or ("cluster", sm_90+) the C blocks
 //                                  of a cluster per row, both rows' segments in registers, or
 //                                  (kOutShared, sm_90+) grad's in registers and out's bulk-copied
@@ -13,7 +16,7 @@
 //   softmax_backward_smem_peeled_kernel
 //                                  the same for rows that are not whole 16-byte packs, or
 //                                  (kGrad) out's row alone there, grad read again from the L2,
-//                                  or (kCluster, opt-in) a segment of the row per cluster block.
+//                                  or (kCluster) a segment of the row per cluster block.
 //   softmax_backward_partial_kernel + softmax_backward_apply_kernel
 //                                  ("split") partial dot products, then each block combines
 //                                  its row's partials and writes its segment (two reads of
@@ -184,6 +187,92 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
       }
     }
     if constexpr (kPeeled) edges.store(gx + row_base, dot);
+  }
+}
+
+// "tile": short rows that are not whole 16-byte packs, `tile_rows` consecutive rows a block at a
+// time. A tile's elements are contiguous and start on a 16-byte boundary (the launcher makes
+// tile_rows x cols x sizeof(T) a multiple of 16 and the tensors start on 16-byte boundaries), so
+// grad's and out's tiles come into shared memory by 16-byte packs, all in flight at once
+// (copy_async_16), the block's next tile while it works on this one (two stages); kWidth lanes a
+// row take its values into registers (kPer a lane: cols <= kWidth x kPer), reduce the dot
+// product and write grad_x over grad's tile, which leaves by packs. Only the tensor's last
+// partial pack goes an element a thread. Shared memory: two stages of two tiles.
+template <typename T, typename Acc, int kWidth, int kPer>
+__global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* __restrict__ grad,
+                                                                      const T* __restrict__ out,
+                                                                      T* __restrict__ gx, BackwardRows r,
+                                                                      int tile_rows) {
+  constexpr int kV = kMaxVec<T>;
+  using P = Pack<T, kV>;
+  constexpr int kGroupsPerWarp = kWarpSize / kWidth;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int cols = static_cast<int>(r.cols);
+  const int tile_elems = tile_rows * cols;  // tile_elems x sizeof(T) is a multiple of 16
+  T* const first_stage = reinterpret_cast<T*>(smem_raw);
+  const int lane = threadIdx.x % kWidth, group = threadIdx.x / kWidth;
+  const int groups = blockDim.x / kWidth;
+  const int64_t total = r.rows * r.cols;
+  const int64_t tiles = (r.rows + tile_rows - 1) / tile_rows;
+  // Issues the copies of `tile` into stage gs (grad's tile, then out's); its last partial pack
+  // is loaded and stored here.
+  auto load = [&](int64_t tile, T* gs) {
+    if (tile >= tiles) return;
+    T* ys = gs + tile_elems;
+    const int64_t e0 = tile * tile_elems;
+    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
+    const int whole = n / kV;
+    for (int p = threadIdx.x; p < whole; p += blockDim.x) {
+      copy_async_16(gs + p * kV, grad + e0 + p * kV);
+      copy_async_16(ys + p * kV, out + e0 + p * kV);
+    }
+    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) {
+      gs[e] = grad[e0 + e];
+      ys[e] = out[e0 + e];
+    }
+  };
+  int stage = 0;
+  load(blockIdx.x, first_stage);
+  copy_async_commit();
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, stage ^= 1) {
+    T* gs = first_stage + stage * 2 * tile_elems;
+    const T* ys = gs + tile_elems;
+    load(tile + gridDim.x, first_stage + (stage ^ 1) * 2 * tile_elems);
+    copy_async_commit();
+    copy_async_wait_prior<1>();  // this tile's copies (the next one's may still be in flight)
+    __syncthreads();
+    const int64_t e0 = tile * tile_elems;
+    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
+    const int rows = n / cols;
+    // Whole warps go round (the shuffles take every lane): a group past the tile's rows adds 0.
+    for (int row = group; row - group % kGroupsPerWarp < rows; row += groups) {
+      const bool row_ok = row < rows;
+      const int base = (row_ok ? row : 0) * cols;
+      Acc g[kPer], y[kPer];
+      Acc dot = Acc(0);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int c = lane + i * kWidth;
+        if (row_ok && c < cols) {
+          g[i] = static_cast<Acc>(gs[base + c]);
+          y[i] = static_cast<Acc>(ys[base + c]);
+          dot += g[i] * y[i];
+        }
+      }
+      dot = warp_all_reduce<kWidth>(dot, SumOp<Acc>());
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int c = lane + i * kWidth;
+        if (row_ok && c < cols) gs[base + c] = static_cast<T>(y[i] * (g[i] - dot));
+      }
+    }
+    __syncthreads();
+    const int whole = n / kV;
+    for (int p = threadIdx.x; p < whole; p += blockDim.x) {
+      *reinterpret_cast<P*>(gx + e0 + p * kV) = *reinterpret_cast<const P*>(gs + p * kV);
+    }
+    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) gx[e0 + e] = gs[e];
+    __syncthreads();  // the next round's copies refill this stage
   }
 }
 
