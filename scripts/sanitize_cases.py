@@ -171,6 +171,18 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
         check_row_ops(f"peeled {strategy} ahead {dtype} {rows}x{cols}", rows, cols, dtype, tol)
     for name in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_BLOCK_PACKS"):
         os.environ.pop(name)
+    # The tile kernels (a tile of consecutive unaligned rows a block through shared memory; float64
+    # too, forced): lane maps of 4-32, tiles of one unit of rows (REDUCE_OPS_TILE_BYTES=16) or
+    # several, each block several tiles (two stages), a total ending inside a pack (67 x 37).
+    os.environ["REDUCE_OPS_ROW_TILE"] = "on"
+    os.environ["REDUCE_OPS_BACKWARD_TILE"] = "on"
+    for tile_bytes, rows, cols in [(None, 67, 10), ("600", 67, 37), (None, 33, 77), ("16", 19, 150), (None, 25, 251)]:
+        if tile_bytes:
+            os.environ["REDUCE_OPS_TILE_BYTES"] = tile_bytes
+        check_row_ops(f"tile {tile_bytes} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
+        os.environ.pop("REDUCE_OPS_TILE_BYTES", None)
+    os.environ.pop("REDUCE_OPS_ROW_TILE")
+    os.environ.pop("REDUCE_OPS_BACKWARD_TILE")
     os.environ["REDUCE_OPS_STRATEGY"] = "smem"
     os.environ["REDUCE_OPS_SMEM_LOAD"] = "packs"  # the middles by loads of packs (no bulk copy)
     check_row_ops(f"smem packs {dtype} 3x9001", 3, 9001, dtype, tol)

@@ -469,6 +469,36 @@ def force_row_strategy(monkeypatch, strategy):
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", hold)
 
 
+# The "tile" kernels (softmax.cu's tile_plan: a tile of consecutive rows a block, through shared
+# memory by 16-byte packs): unaligned rows of 3-251 elements, up to their 256-element bound, one
+# total ending inside a 16-byte pack (301 x 37 bfloat16), several tiles a block.
+TILE_ROW_SHAPES = [(300, 3), (301, 7), (301, 10), (301, 37), (300, 77), (257, 150), (300, 197), (100, 251)]
+tile_row_cases = pytest.mark.parametrize("shape", TILE_ROW_SHAPES, ids=str)
+
+
+def force_tile(monkeypatch, knob, dtype, shape, lanes, tile_bytes):
+    """Turns a tile kernel on (`knob`: REDUCE_OPS_ROW_TILE or REDUCE_OPS_BACKWARD_TILE), with
+    REDUCE_OPS_TILE_LANES and REDUCE_OPS_TILE_BYTES unless "auto"; skips rows of whole 16-byte
+    packs (the aligned kernels take them)."""
+    if shape[-1] * dtype.itemsize % 16 == 0:
+        pytest.skip("whole 16-byte packs: the aligned kernels")
+    monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
+    monkeypatch.setenv(knob, "on")
+    for var, value in (("REDUCE_OPS_TILE_LANES", lanes), ("REDUCE_OPS_TILE_BYTES", tile_bytes)):
+        if value == "auto":
+            monkeypatch.delenv(var, raising=False)
+        else:
+            monkeypatch.setenv(var, value)
+
+
+def cuda_kernels_run(fn):
+    """The names of the CUDA kernels fn() launches (torch.profiler)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.key for e in prof.key_averages()]
+
+
 # The inner-dim (softmax over a middle dim) dispatcher's two ways, forced (REDUCE_OPS_STRATEGY):
 # "tiles" (a block or a cluster per tile, one launch) and "split" (a fold launch, then an apply
 # launch; small shapes get a segment per round of rows: (4096, 64) folds 32-64 segments,

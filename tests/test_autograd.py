@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import reduce_ops
-from conftest import (INNER_STRATEGIES, ROW_STRATEGIES, SMEM_48_KB_CASES, assert_same_bits, force_inner_strategy,
-                      force_load_marks, force_row_strategy, make_input, requires_cuda)
+from conftest import (INNER_STRATEGIES, ROW_STRATEGIES, SMEM_48_KB_CASES, assert_same_bits, cuda_kernels_run,
+                      force_inner_strategy, force_load_marks, force_row_strategy, force_tile, make_input,
+                      requires_cuda, tile_row_cases)
 
 F64 = torch.float64
 
@@ -296,36 +297,25 @@ def test_softmax_backward_peeled_warp(monkeypatch, mapping, strategy, dtype, row
 
 
 # The "tile" kernel (REDUCE_OPS_BACKWARD_TILE=on; automatic for 16-bit rows and float32 rows of
-# up to 48): tiles of consecutive rows through shared memory by 16-byte packs, two stages, every
-# lane mapping (REDUCE_OPS_TILE_LANES; one too narrow for the row falls back to the automatic one)
-# and tile size (REDUCE_OPS_TILE_BYTES: one unit of rows, several tiles a block and a partial last
-# one), totals that end inside a pack (301 x 37 bfloat16), rows of up to 256 elements, within the
-# reference's tolerance; on tensors one element off a boundary the kernel is not taken. Rows of
-# whole 16-byte packs (float64 rows of 10 and 150) take the aligned kernels.
+# up to 48; conftest.TILE_ROW_SHAPES): two stages, every lane mapping (REDUCE_OPS_TILE_LANES; one
+# too narrow for the row falls back to the automatic one) and tile size (REDUCE_OPS_TILE_BYTES:
+# one unit of rows, several tiles a block and a partial last one), within the reference's
+# tolerance; on tensors one element off a boundary the kernel is not taken.
 @requires_cuda
-@pytest.mark.parametrize("lanes", ["auto", "4", "8", "16", "32"])
+@pytest.mark.parametrize("lanes", ["auto", "1", "2", "4", "8", "16", "32"])
 @pytest.mark.parametrize("tile_bytes", ["auto", "16", "3000"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
                          ids=lambda d: str(d)[6:])
-@pytest.mark.parametrize("rows,cols", [(300, 3), (300, 10), (301, 37), (300, 77), (257, 150), (300, 197),
-                                       (100, 251)], ids=str)
-def test_softmax_backward_tile(monkeypatch, lanes, tile_bytes, dtype, rows, cols):
-    if cols * dtype.itemsize % 16 == 0:
-        pytest.skip("whole 16-byte packs: not a peeled row")
-    monkeypatch.setenv("REDUCE_OPS_BACKWARD_TILE", "on")
-    if lanes != "auto":
-        monkeypatch.setenv("REDUCE_OPS_TILE_LANES", lanes)
-    if tile_bytes != "auto":
-        monkeypatch.setenv("REDUCE_OPS_TILE_BYTES", tile_bytes)
-    x = make_input((rows, cols), dtype, "cuda")
+@tile_row_cases
+def test_softmax_backward_tile(monkeypatch, lanes, tile_bytes, dtype, shape):
+    force_tile(monkeypatch, "REDUCE_OPS_BACKWARD_TILE", dtype, shape, lanes, tile_bytes)
+    rows, cols = shape
+    x = make_input(shape, dtype, "cuda")
     x[rows // 2, cols // 3] = float("nan")
     out = torch.softmax(x.double(), -1).to(dtype)
-    grad = make_input((rows, cols), dtype, "cuda")
+    grad = make_input(shape, dtype, "cuda")
     if lanes == "auto" and tile_bytes == "auto":  # once a shape and dtype: the tile kernel ran
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            reduce_ops.softmax_backward(grad, out, -1)
-            torch.cuda.synchronize()
-        names = [e.key for e in prof.key_averages()]
+        names = cuda_kernels_run(lambda: reduce_ops.softmax_backward(grad, out, -1))
         assert any("softmax_backward_tile_kernel" in n for n in names), names
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
     assert_backward_close(reduce_ops.softmax_backward(off_16_bytes(grad), off_16_bytes(out), -1), grad, out, dtype)

@@ -22,12 +22,15 @@ from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_
 from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
+    cuda_kernels_run,
+    force_tile,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
     requires_cuda,
     row_count,
     strided_tensors,
+    tile_row_cases,
     unaligned_row_cases,
     unaligned_rows,
 )
@@ -495,6 +498,35 @@ def test_reduce_scale_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dt
     x = peeled_edge_rows(make_input(shape, dtype, "cuda"), 1000.0)
     check_reduce_scale(x, eps=1e-3)
     check_reduce_scale_(x.clone())
+
+
+# The "tile" kernel (REDUCE_OPS_ROW_TILE=on; automatic for rows under two 16-byte packs and 16-bit
+# rows of up to 32; conftest.TILE_ROW_SHAPES): lane mappings and tile sizes as
+# test_softmax_tile_rows, the absmax, a NaN or a zero row anywhere, eps, in place; the same bits
+# as without the tile (REDUCE_OPS_ROW_TILE=off: one max, one scaling per value either way).
+@requires_cuda
+@pytest.mark.parametrize("lanes", ["auto", "1", "4", "32"])
+@pytest.mark.parametrize("tile_bytes", ["auto", "16", "3000"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@tile_row_cases
+def test_reduce_scale_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
+    force_tile(monkeypatch, "REDUCE_OPS_ROW_TILE", dtype, shape, lanes, tile_bytes)
+    x = peeled_edge_rows(make_input(shape, dtype, "cuda"), 1000.0)
+    x[7] = 0.0
+    if lanes == "auto" and tile_bytes == "auto":  # once a shape and dtype: the tile kernel ran
+        names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
+        assert any("row_norm_tile_kernel" in n for n in names), names
+    out, scale = check_reduce_scale(x)
+    check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone(), eps=1e-3)
+    inplace = x.clone()
+    inplace_scale = check_reduce_scale_(inplace)
+    monkeypatch.setenv("REDUCE_OPS_ROW_TILE", "off")
+    other_out, other_scale = reduce_ops.reduce_scale(x)
+    assert_exactly_equal(out, other_out)
+    assert_exactly_equal(scale, other_scale)
+    assert_exactly_equal(inplace, other_out)
+    assert_exactly_equal(inplace_scale, other_scale)
 
 
 @requires_cuda

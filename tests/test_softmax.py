@@ -22,11 +22,14 @@ from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_
 from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
+    cuda_kernels_run,
+    force_tile,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
     row_count,
     strided_tensors,
+    tile_row_cases,
     unaligned_row_cases,
     unaligned_rows,
 )
@@ -485,6 +488,30 @@ def test_softmax_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, 
     force_several_rows_per_block(monkeypatch, strategy, ahead)
     monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "2")
     check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
+
+
+# The "tile" kernel (REDUCE_OPS_ROW_TILE=on; automatic for rows under two 16-byte packs and 16-bit
+# rows of up to 32; conftest.TILE_ROW_SHAPES): lane mappings (REDUCE_OPS_TILE_LANES; 1 and 4 are too
+# narrow past 8 and 32 elements and fall back to the automatic one) and tile sizes
+# (REDUCE_OPS_TILE_BYTES: one unit of rows, several tiles a block, a partial last one), special
+# values anywhere in a row, exps down to subnormals; a tensor one element off a 16-byte boundary
+# does not take it.
+@requires_cuda
+@pytest.mark.parametrize("lanes", ["auto", "1", "4", "32"])
+@pytest.mark.parametrize("tile_bytes", ["auto", "16", "3000"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@tile_row_cases
+def test_softmax_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
+    force_tile(monkeypatch, "REDUCE_OPS_ROW_TILE", dtype, shape, lanes, tile_bytes)
+    x = make_input(shape, dtype, "cuda")
+    if lanes == "auto" and tile_bytes == "auto":  # once a shape and dtype: the tile kernel ran
+        names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
+        assert any("row_norm_tile_kernel" in n for n in names), names
+    check_softmax(x, -1)
+    check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
+    check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
+    off = torch.empty(x.numel() + 1, dtype=dtype, device="cuda")[1:].view(shape).copy_(x)
+    check_softmax(off, -1)
 
 
 @requires_cuda

@@ -569,6 +569,98 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
   }
 }
 
+// "tile": short rows that are not whole 16-byte packs, `tile_rows` consecutive rows a block at a
+// time, as softmax_backward_tile_kernel (softmax_backward.cuh): x's and y's rows contiguous
+// (row stride = cols), both on 16-byte boundaries, tile_rows x cols x sizeof(In) a multiple of
+// 16, so a tile comes into shared memory by 16-byte packs (copy_async_16; the block's next tile
+// while it works on this one), kWidth lanes a row take its values into registers (kPer a lane:
+// cols <= kWidth x kPer), reduce max (and sum) and write y over x's tile, which leaves by packs.
+// Only the tensor's last partial pack goes an element a thread. Shared memory: two tiles. y may
+// be x (in-place ReduceScale): a tile is read whole before any of it is written.
+template <typename In, typename Out, typename Acc, typename Policy, int kWidth, int kPer>
+__global__ void __launch_bounds__(kBlock) row_norm_tile_kernel(const In* x, Out* y, RowGeometry g, Policy policy,
+                                                               int tile_rows) {
+  static_assert(std::is_same_v<In, Out>, "y's tile is written over x's");
+  constexpr int kV = kMaxVec<In>;
+  using P = Pack<In, kV>;
+  constexpr int kGroupsPerWarp = kWarpSize / kWidth;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int cols = static_cast<int>(g.cols);
+  const int tile_elems = tile_rows * cols;  // tile_elems x sizeof(In) is a multiple of 16
+  In* const first_stage = reinterpret_cast<In*>(smem_raw);
+  const int lane = threadIdx.x % kWidth, group = threadIdx.x / kWidth;
+  const int groups = blockDim.x / kWidth;
+  const int64_t total = g.rows * g.cols;
+  const int64_t tiles = (g.rows + tile_rows - 1) / tile_rows;
+  auto load = [&](int64_t tile, In* xs) {
+    if (tile >= tiles) return;
+    const int64_t e0 = tile * tile_elems;
+    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
+    const int whole = n / kV;
+    for (int p = threadIdx.x; p < whole; p += blockDim.x) copy_async_16(xs + p * kV, x + e0 + p * kV);
+    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) xs[e] = x[e0 + e];
+  };
+  int stage = 0;
+  load(blockIdx.x, first_stage);
+  copy_async_commit();
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, stage ^= 1) {
+    In* xs = first_stage + stage * tile_elems;
+    load(tile + gridDim.x, first_stage + (stage ^ 1) * tile_elems);
+    copy_async_commit();
+    copy_async_wait_prior<1>();  // this tile's copies (the next one's may still be in flight)
+    __syncthreads();
+    const int64_t e0 = tile * tile_elems;
+    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
+    const int rows = n / cols;
+    // Whole warps go round (the shuffles take every lane): a group past the tile's rows folds nothing.
+    for (int row = group; row - group % kGroupsPerWarp < rows; row += groups) {
+      const bool row_ok = row < rows;
+      const int base = (row_ok ? row : 0) * cols;
+      Acc v[kPer];
+      MaxFold<In, Acc, Policy> fold;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int c = lane + i * kWidth;
+        if (row_ok && c < cols) {
+          v[i] = static_cast<Acc>(xs[base + c]);
+          fold.add(v[i]);
+        }
+      }
+      const Acc lo = fold.min();  // softmax: this lane's min (with_exp_mode)
+      const Acc stat = policy.stat(warp_all_reduce<kWidth>(fold.max(), MaxOp<Acc>()));
+      Acc sum = Acc(0);
+      if constexpr (Policy::kNeedsSum) {
+        Acc s = Acc(0);
+        with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) {
+            if (row_ok && lane + i * kWidth < cols) {
+              v[i] = Policy::template transform<decltype(normal)::value>(v[i], stat);
+              s += v[i];
+            }
+          }
+        });
+        sum = warp_all_reduce<kWidth>(s, SumOp<Acc>());
+      }
+      if (!row_ok) continue;
+      const auto finish = policy.finisher(stat, sum);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int c = lane + i * kWidth;
+        if (c < cols) xs[base + c] = static_cast<Out>(finish(Policy::kNeedsSum ? v[i] : Policy::transform(v[i], stat)));
+      }
+      if (lane == 0) policy.write_stat(tile * tile_rows + row, stat);
+    }
+    __syncthreads();
+    const int whole = n / kV;
+    for (int p = threadIdx.x; p < whole; p += blockDim.x) {
+      *reinterpret_cast<P*>(y + e0 + p * kV) = *reinterpret_cast<const P*>(xs + p * kV);
+    }
+    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) y[e0 + e] = xs[e];
+    __syncthreads();  // the next round's copies refill this stage
+  }
+}
+
 // Partial statistics of one segment: its max of key(x) and, for softmax, sum of exp(x - max).
 template <typename Acc>
 struct RowPartial {

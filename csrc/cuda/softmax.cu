@@ -193,6 +193,63 @@ constexpr int kTilePer = 8;
 constexpr int64_t kTileMaxCols = 32 * kTilePer;
 constexpr int kTileWaves = 2;
 
+// Rows a tile holds a multiple of, so that it is a multiple of 16 bytes: rows of `row_bytes`.
+inline int64_t tile_unit(int64_t row_bytes) { return 16 / std::gcd(row_bytes, int64_t{16}); }
+
+// Whether the tile kernels take rows of `cols` elements of `bytes` each, `inputs` tiles a stage
+// (row_norm_tile_kernel 1, softmax_backward_tile_kernel 2), two stages.
+inline bool tile_fits(int64_t cols, int64_t bytes, int inputs) {
+  return cols <= kTileMaxCols && 2 * inputs * tile_unit(cols * bytes) * cols * bytes <= block_smem_limit();
+}
+
+// A tile kernel's launch (tile_fits holds): rows a tile (about REDUCE_OPS_TILE_BYTES of each input,
+// 8 KB by default, in whole units), shared memory, tiles, and lanes a row (REDUCE_OPS_TILE_LANES
+// forces 1, 2, 4, 8, 16 or 32 where a lane's kTilePer values hold the row).
+struct TilePlan {
+  int64_t rows, smem, tiles;
+  int lanes;
+};
+
+inline TilePlan tile_plan(int64_t rows, int64_t cols, int64_t bytes, int inputs) {
+  const int64_t row_bytes = cols * bytes, unit = tile_unit(row_bytes);
+  TilePlan t;
+  t.rows = std::max<int64_t>(1, env_positive("REDUCE_OPS_TILE_BYTES", 8192) / row_bytes / unit) * unit;
+  t.rows = std::min(t.rows, ceil_div(rows, unit) * unit);
+  while (t.rows > unit && 2 * inputs * t.rows * row_bytes > block_smem_limit()) t.rows -= unit;
+  t.smem = 2 * inputs * t.rows * row_bytes;
+  t.tiles = ceil_div(rows, t.rows);
+  // The fewest lanes that hold the row: rows of up to 8 elements a lane each, no shuffle. H200
+  // (rows_ab2.py, h200_study/session62_tile.txt, call 7), us, 4 lanes -> 1: bfloat16 softmax
+  // 262144 x 3 16.80 -> 7.65, 131072 x 7 10.53 -> 6.50, ReduceScale 15.39 -> 7.58, 9.86 -> 6.53,
+  // backward 11.46 -> 7.23, 8.35 -> 6.66; 4 -> 2 lanes: bfloat16 131072 x 10 softmax 11.30 -> 8.83,
+  // ReduceScale 11.20 -> 9.06, backward 9.89 -> 8.61; 131072 x 13 11.52 -> 9.34; at 20 even.
+  int automatic = 1;
+  while (automatic < 32 && cols > kTilePer * automatic) automatic *= 2;
+  const int64_t lanes = env_positive("REDUCE_OPS_TILE_LANES", automatic);
+  t.lanes = lanes <= 1 ? 1 : lanes <= 2 ? 2 : lanes <= 4 ? 4 : lanes <= 8 ? 8 : lanes <= 16 ? 16 : 32;
+  if (cols > kTilePer * t.lanes) t.lanes = automatic;  // a forced mapping too narrow for the row
+  return t;
+}
+
+// Launches kernel_for(Int<lanes>) on plan t: kTileWaves waves of resident blocks, each looping
+// over tiles.
+template <typename KernelFor, typename... Args>
+void launch_tiles(const TilePlan& t, cudaStream_t stream, KernelFor kernel_for, Args... args) {
+  auto run = [&](auto width_tag) {
+    auto kernel = kernel_for(width_tag);
+    allow_smem(kernel, t.smem);
+    const int64_t waves = kTileWaves * sm_count() * resident_blocks(kernel, kBlock, static_cast<size_t>(t.smem));
+    const int64_t grid = row_loop_grid(kernel, t.tiles, kBlock, t.smem, std::max<int64_t>(1, std::min(t.tiles, waves)));
+    kernel<<<grid, kBlock, t.smem, stream>>>(args..., static_cast<int>(t.rows));
+  };
+  if (t.lanes == 1) run(Int<1>{});
+  else if (t.lanes == 2) run(Int<2>{});
+  else if (t.lanes == 4) run(Int<4>{});
+  else if (t.lanes == 8) run(Int<8>{});
+  else if (t.lanes == 16) run(Int<16>{});
+  else run(Int<32>{});
+}
+
 // A row of `cols` elements long enough that leaving most SMs idle costs more than the split
 // path's second read: the split path wins when rows x blocks-per-row cannot cover half the SMs.
 // H200, 1024 rows x 262144: the cluster beat the split path for bfloat16 softmax (60% vs 56% of
@@ -678,6 +735,32 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // bfloat16 1024 x 50257 87 -> 92. Float32 rows of 68-255 elements stay on the element warp
   // kernel: peeled, 65536 x 77 softmax lost 66 -> 61 (ReduceScale 65 -> 63), 32768 x 197 71 -> 70;
   // 16-bit rows gained there (bfloat16 32768 x 197 softmax 51 -> 56).
+  // Rows that are not whole 16-byte packs, x's and y's rows contiguous on 16-byte boundaries (a
+  // fresh y, or x itself), go a tile of consecutive rows a block through shared memory
+  // (row_norm_tile_kernel on tile_plan's tiles) where that won: rows too short to peel (under two
+  // packs, which went an element a lane) and 16-bit rows of up to 32 elements. H200 (rows_ab2.py,
+  // h200_study/session62_tile.txt, call 5), us, before -> tile (torch.compile): bfloat16 softmax
+  // 131072 x 10 23.20 -> 11.39 (8.99), 131072 x 20 13.18 -> 11.30 (14.53); ReduceScale 25.28 ->
+  // 10.91 (7.23), 12.83 -> 10.91 (9.31). Longer rows lost or came out even (bfloat16 37-251: softmax
+  // 65536 x 150 19.20 -> 22.72, ReduceScale 19.39 -> 24.00), and float32 rows of 10-100 were within
+  // 5% either way (150-197 lost). REDUCE_OPS_ROW_TILE=on|off (a developer knob) forces either where
+  // the tile fits; a forced strategy (REDUCE_OPS_STRATEGY) skips it.
+  if constexpr (std::is_same_v<In, Out>) {
+    const bool contiguous = (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) &&
+                            is_aligned(xp, 16) && is_aligned(yp, 16);
+    if (contiguous && tile_fits(g.cols, sizeof(In), 1) && !ForcedStrategy().any()) {
+      const bool wins = g.cols < 2 * kMaxVec<In> || (sizeof(In) == 2 && g.cols <= 32);
+      if (env_equals("REDUCE_OPS_ROW_TILE", "on") || (wins && !env_equals("REDUCE_OPS_ROW_TILE", "off"))) {
+        launch_tiles(tile_plan(g.rows, g.cols, sizeof(In), 1), stream,
+                     [](auto width) {
+                       return row_norm_tile_kernel<In, Out, Acc, Policy, decltype(width)::value, kTilePer>;
+                     },
+                     xp, yp, g, policy);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
+    }
+  }
   if constexpr (sizeof(In) == sizeof(Out) && std::is_same_v<Acc, float>) {
     const auto bytes_16 = [](const void* p, int64_t stride) {
       return (reinterpret_cast<uintptr_t>(p) + static_cast<uint64_t>(stride) * sizeof(In)) % 16;
@@ -832,12 +915,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       else run(Int<kRowPacks>{}, Int<32>{});
     }
   };
-  // "tile" (softmax_backward_tile_kernel): peeled rows of up to 256 elements, tile_rows
-  // consecutive rows a block (about REDUCE_OPS_TILE_BYTES of each input, 8 KB by default, in whole
-  // multiples of the rows that make a multiple of 16 bytes), kWidth lanes a row
-  // (REDUCE_OPS_TILE_LANES forces it), two waves of blocks looping over the tiles; for 16-bit rows
-  // and float32 rows of up to 48, before the peeled and element warps. REDUCE_OPS_BACKWARD_TILE=on|off
-  // (a developer knob) forces either where the tile fits. H200 (rows_ab2.py,
+  // "tile" (softmax_backward_tile_kernel on tile_plan's tiles): peeled rows of up to kTileMaxCols
+  // elements, for 16-bit rows and float32 rows of up to 48, before the peeled and element warps.
+  // REDUCE_OPS_BACKWARD_TILE=on|off (a developer knob) forces either where the tile fits. H200 (rows_ab2.py,
   // h200_study/session62_tile.txt, call 4), us, off -> tile (torch.compile): bfloat16 131072 x 10
   // 13.25 -> 9.89 (8.13), 131072 x 37 16.29 -> 15.58 (21.06), 65536 x 77 15.98 -> 15.14 (18.05),
   // 65536 x 100 18.94 -> 16.99 (15.74), 65536 x 150 28.48 -> 22.90 (21.22), 32768 x 197 18.78 ->
@@ -845,38 +925,15 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // 23.26 -> 22.21. float32 rows of 61-197 were even or lost (65536 x 150 35.14 -> 36.35), but
   // 32768 x 251 gained (33.57 -> 31.26). One wave lost (bfloat16 65536 x 150: 25.28), 4 were even;
   // 4 KB tiles won at 10-37 elements and lost past them, 16 KB tiles lost.
-  const int64_t row_bytes = r.cols * static_cast<int64_t>(sizeof(T));
-  const int64_t tile_unit = 16 / std::gcd(row_bytes, int64_t{16});  // rows a tile holds a multiple of
-  const bool tile_fits = peel && r.cols <= kTileMaxCols && 4 * tile_unit * row_bytes <= block_smem_limit();
   const bool tile_wins = sizeof(T) == 2 || (sizeof(T) == 4 && r.cols <= 48);
   const bool tile_preferred =
-      tile_fits && (env_equals("REDUCE_OPS_BACKWARD_TILE", "on") ||
-                    (tile_wins && !env_equals("REDUCE_OPS_BACKWARD_TILE", "off")));
+      peel && tile_fits(r.cols, sizeof(T), 2) &&
+      (env_equals("REDUCE_OPS_BACKWARD_TILE", "on") || (tile_wins && !env_equals("REDUCE_OPS_BACKWARD_TILE", "off")));
   auto tile = [&] {
     if constexpr (kVec == 1) {
-      const int64_t target = env_positive("REDUCE_OPS_TILE_BYTES", 8192);
-      int64_t tile_rows = std::max<int64_t>(1, target / row_bytes / tile_unit) * tile_unit;
-      tile_rows = std::min(tile_rows, ceil_div(r.rows, tile_unit) * tile_unit);
-      while (tile_rows > tile_unit && 4 * tile_rows * row_bytes > block_smem_limit()) tile_rows -= tile_unit;
-      const int64_t smem = 4 * tile_rows * row_bytes;  // two stages of grad's and out's tiles
-      const int64_t tiles = ceil_div(r.rows, tile_rows);
-      auto run = [&](auto width_tag) {
-        constexpr int kWidth = decltype(width_tag)::value;
-        auto kernel = softmax_backward_tile_kernel<T, Acc, kWidth, kTilePer>;
-        allow_smem(kernel, smem);
-        const int64_t waves = kTileWaves * sm_count() * resident_blocks(kernel, kBlock, static_cast<size_t>(smem));
-        const int64_t grid = row_loop_grid(kernel, tiles, kBlock, smem, std::max<int64_t>(1, std::min(tiles, waves)));
-        kernel<<<grid, kBlock, smem, stream>>>(grad, out, gx, r, static_cast<int>(tile_rows));
-      };
-      // Up to kTilePer values a lane.
-      const int64_t automatic = r.cols <= 4 * kTilePer ? 4 : r.cols <= 8 * kTilePer ? 8 : r.cols <= 16 * kTilePer ? 16 : 32;
-      int64_t lanes = env_positive("REDUCE_OPS_TILE_LANES", automatic);
-      lanes = lanes <= 4 ? 4 : lanes <= 8 ? 8 : lanes <= 16 ? 16 : 32;
-      if (r.cols > kTilePer * lanes) lanes = automatic;  // a forced mapping too narrow for the row
-      if (lanes == 4) run(Int<4>{});
-      else if (lanes == 8) run(Int<8>{});
-      else if (lanes == 16) run(Int<16>{});
-      else run(Int<32>{});
+      launch_tiles(tile_plan(r.rows, r.cols, sizeof(T), 2), stream,
+                   [](auto width) { return softmax_backward_tile_kernel<T, Acc, decltype(width)::value, kTilePer>; },
+                   grad, out, gx, r);
     }
   };
   auto block = [&] {
