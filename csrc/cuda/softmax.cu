@@ -726,25 +726,18 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   const bool vectorize = g.cols % kVec == 0 && g.x_row_stride % kVec == 0 && g.y_row_stride % kVec == 0 &&
                          is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
-  // Other rows are peeled (their aligned middles by 16-byte packs, RowPacks) where y's rows lie
-  // on x's misalignment (same element size, same start and row stride modulo 16 bytes: y a
-  // fresh tensor of x's shape, or x itself), unless REDUCE_OPS_ROW_PEEL=off (a developer knob,
-  // for measurement). H100 (tune_rows.py, h100_study/session52_peeled_rows.txt), % of copy,
-  // element kernels -> peeled: softmax bfloat16 16384 x 1021 52 -> 72, 8192 x 4097 79 -> 88,
-  // 512 x 262147 40 -> 92 (split -> cluster_row), float32 2048 x 100003 39 -> 94; ReduceScale
-  // bfloat16 1024 x 50257 87 -> 92. Float32 rows of 68-255 elements stay on the element warp
-  // kernel: peeled, 65536 x 77 softmax lost 66 -> 61 (ReduceScale 65 -> 63), 32768 x 197 71 -> 70;
-  // 16-bit rows gained there (bfloat16 32768 x 197 softmax 51 -> 56).
   // Rows that are not whole 16-byte packs, x's and y's rows contiguous on 16-byte boundaries (a
   // fresh y, or x itself), go a tile of consecutive rows a block through shared memory
   // (row_norm_tile_kernel on tile_plan's tiles) where that won: rows too short to peel (under two
-  // packs, which went an element a lane) and 16-bit rows of up to 32 elements. H200 (rows_ab2.py,
-  // h200_study/session62_tile.txt, call 5), us, before -> tile (torch.compile): bfloat16 softmax
-  // 131072 x 10 23.20 -> 11.39 (8.99), 131072 x 20 13.18 -> 11.30 (14.53); ReduceScale 25.28 ->
-  // 10.91 (7.23), 12.83 -> 10.91 (9.31). Longer rows lost or came out even (bfloat16 37-251: softmax
-  // 65536 x 150 19.20 -> 22.72, ReduceScale 19.39 -> 24.00), and float32 rows of 10-100 were within
-  // 5% either way (150-197 lost). REDUCE_OPS_ROW_TILE=on|off (a developer knob) forces either where
-  // the tile fits; a forced strategy (REDUCE_OPS_STRATEGY) skips it.
+  // packs, below: they went an element a lane) and 16-bit rows of up to 32 elements. H200
+  // (rows_ab2.py, h200_study/session62_tile.txt, call 8), us, before -> tile (torch.compile):
+  // bfloat16 softmax 262144 x 3 33.39 -> 7.49 (6.46), 131072 x 7 20.99 -> 6.30 (9.18), 131072 x 10
+  // 23.14 -> 8.70 (8.74), 131072 x 20 12.74 -> 11.20 (10.85); float32 262144 x 3 36.45 -> 7.33,
+  // 131072 x 7 22.91 -> 6.62; ReduceScale alike (bfloat16 131072 x 7 24.00 -> 6.46). Longer 16-bit
+  // rows lost or came out even against the peeled warp (call 5: bfloat16 65536 x 150 softmax 19.20
+  // -> 22.72, ReduceScale 19.39 -> 24.00), and float32 rows of 10-100 were within 5% either way
+  // (150-197 lost). REDUCE_OPS_ROW_TILE=on|off (a developer knob) forces either where the tile
+  // fits; a forced strategy (REDUCE_OPS_STRATEGY) skips it.
   if constexpr (std::is_same_v<In, Out>) {
     const bool contiguous = (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) &&
                             is_aligned(xp, 16) && is_aligned(yp, 16);
@@ -761,6 +754,15 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
       }
     }
   }
+  // Other rows are peeled (their aligned middles by 16-byte packs, RowPacks) where y's rows lie
+  // on x's misalignment (same element size, same start and row stride modulo 16 bytes: y a
+  // fresh tensor of x's shape, or x itself), unless REDUCE_OPS_ROW_PEEL=off (a developer knob,
+  // for measurement). H100 (tune_rows.py, h100_study/session52_peeled_rows.txt), % of copy,
+  // element kernels -> peeled: softmax bfloat16 16384 x 1021 52 -> 72, 8192 x 4097 79 -> 88,
+  // 512 x 262147 40 -> 92 (split -> cluster_row), float32 2048 x 100003 39 -> 94; ReduceScale
+  // bfloat16 1024 x 50257 87 -> 92. Float32 rows of 68-255 elements stay on the element warp
+  // kernel: peeled, 65536 x 77 softmax lost 66 -> 61 (ReduceScale 65 -> 63), 32768 x 197 71 -> 70;
+  // 16-bit rows gained there (bfloat16 32768 x 197 softmax 51 -> 56).
   if constexpr (sizeof(In) == sizeof(Out) && std::is_same_v<Acc, float>) {
     const auto bytes_16 = [](const void* p, int64_t stride) {
       return (reinterpret_cast<uintptr_t>(p) + static_cast<uint64_t>(stride) * sizeof(In)) % 16;
@@ -917,14 +919,16 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   };
   // "tile" (softmax_backward_tile_kernel on tile_plan's tiles): peeled rows of up to kTileMaxCols
   // elements, for 16-bit rows and float32 rows of up to 48, before the peeled and element warps.
-  // REDUCE_OPS_BACKWARD_TILE=on|off (a developer knob) forces either where the tile fits. H200 (rows_ab2.py,
-  // h200_study/session62_tile.txt, call 4), us, off -> tile (torch.compile): bfloat16 131072 x 10
-  // 13.25 -> 9.89 (8.13), 131072 x 37 16.29 -> 15.58 (21.06), 65536 x 77 15.98 -> 15.14 (18.05),
-  // 65536 x 100 18.94 -> 16.99 (15.74), 65536 x 150 28.48 -> 22.90 (21.22), 32768 x 197 18.78 ->
-  // 17.06 (19.65), 32768 x 251 20.29 -> 19.78; float32 131072 x 10 11.26 -> 10.75, 131072 x 37
-  // 23.26 -> 22.21. float32 rows of 61-197 were even or lost (65536 x 150 35.14 -> 36.35), but
-  // 32768 x 251 gained (33.57 -> 31.26). One wave lost (bfloat16 65536 x 150: 25.28), 4 were even;
-  // 4 KB tiles won at 10-37 elements and lost past them, 16 KB tiles lost.
+  // REDUCE_OPS_BACKWARD_TILE=on|off (a developer knob) forces either where the tile fits. H200
+  // (rows_ab2.py, h200_study/session62_tile.txt), us, off -> tile (torch.compile), call 8:
+  // bfloat16 262144 x 3 15.84 -> 7.01 (8.29), 131072 x 7 10.50 -> 6.50 (9.50), 131072 x 10 12.58
+  // -> 8.42 (7.97), 65536 x 150 28.22 -> 22.46 (20.93); float32 262144 x 3 12.61 -> 7.04, 131072 x
+  // 10 11.01 -> 9.70; call 4: bfloat16 131072 x 37 16.29 -> 15.58 (21.06), 65536 x 77 15.98 ->
+  // 15.14 (18.05), 65536 x 100 18.94 -> 16.99 (15.74), 32768 x 197 18.78 -> 17.06 (19.65), 32768 x
+  // 251 20.29 -> 19.78; float32 131072 x 37 23.26 -> 22.21. float32 rows of 61-197 were even or
+  // lost (65536 x 150 35.14 -> 36.35), but 32768 x 251 gained (33.57 -> 31.26). One wave lost
+  // (bfloat16 65536 x 150: 25.28), 4 were even; 4 KB tiles won at 10-37 elements and lost past
+  // them, 16 KB tiles lost.
   const bool tile_wins = sizeof(T) == 2 || (sizeof(T) == 4 && r.cols <= 48);
   const bool tile_preferred =
       peel && tile_fits(r.cols, sizeof(T), 2) &&
