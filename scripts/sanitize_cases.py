@@ -172,11 +172,13 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     for name in ("REDUCE_OPS_ROW_WAVES", "REDUCE_OPS_AHEAD", "REDUCE_OPS_BLOCK_PACKS"):
         os.environ.pop(name)
     # The tile kernels (a tile of consecutive unaligned rows a block through shared memory; float64
-    # too, forced): lane maps of 4-32, tiles of one unit of rows (REDUCE_OPS_TILE_BYTES=16) or
-    # several, each block several tiles (two stages), a total ending inside a pack (67 x 37).
+    # too, forced): 1-32 lanes a row (7 to 251 elements), tiles of one unit of rows
+    # (REDUCE_OPS_TILE_BYTES=16) or several, each block several tiles (two stages), a total ending
+    # inside a pack (67 x 37).
     os.environ["REDUCE_OPS_ROW_TILE"] = "on"
     os.environ["REDUCE_OPS_BACKWARD_TILE"] = "on"
-    for tile_bytes, rows, cols in [(None, 67, 10), ("600", 67, 37), (None, 33, 77), ("16", 19, 150), (None, 25, 251)]:
+    for tile_bytes, rows, cols in [(None, 67, 7), (None, 67, 10), ("600", 67, 37), (None, 33, 77), ("16", 19, 150),
+                                   (None, 25, 251)]:
         if tile_bytes:
             os.environ["REDUCE_OPS_TILE_BYTES"] = tile_bytes
         check_row_ops(f"tile {tile_bytes} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
