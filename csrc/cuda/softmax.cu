@@ -1019,9 +1019,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // 346.4 -> 311.3, 1024 x 45001 (23.8 MB) 195.4 -> 183.9, 4096 x 40001 (21.1 MB) 646.9 -> 615.3;
   // bfloat16 2048 x 90001 (23.8 MB) 389.1 -> 365.9, 1024 x 100003 (the split before) 236.4 ->
   // 212.1; even at bfloat16 1024 x 80001 (21.1 MB); kept, as the re-read won: float32 4096 x 32001
-  // (16.9 MB) 447.5 against 499.6.
-  const bool smem_cluster_preferred = [&] {
-    if (!peel || env_equals("REDUCE_OPS_BACKWARD_SMEM", "both") || env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2") ||
+  // (16.9 MB) 447.5 against 499.6. Asked only where "smem" runs (its getenvs off the other paths).
+  auto smem_cluster_preferred = [&] {
+    if (env_equals("REDUCE_OPS_BACKWARD_SMEM", "both") || env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2") ||
         env_equals("REDUCE_OPS_BACKWARD_SMEM", "l2_marked")) {
       return false;
     }
@@ -1029,10 +1029,10 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     const int64_t resident_grad = sm_count() * r.cols * static_cast<int64_t>(sizeof(T));
     return 2 * out_smem > block_smem_limit() && (2 * half_slots + 1) * 16 <= block_smem_limit() &&
            10 * resident_grad > 3 * static_cast<int64_t>(props().l2CacheSize);
-  }();
+  };
   auto shared = [&] {
     if constexpr (kVec == 1) {
-      if (peel && (env_equals("REDUCE_OPS_BACKWARD_SMEM", "cluster") || smem_cluster_preferred) && shared_cluster()) {
+      if (peel && (env_equals("REDUCE_OPS_BACKWARD_SMEM", "cluster") || smem_cluster_preferred()) && shared_cluster()) {
         return;
       }
       if (peel) {
