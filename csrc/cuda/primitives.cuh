@@ -406,6 +406,28 @@ __device__ __forceinline__ void copy_async_wait_prior() {
 #endif
 }
 
+// A tile's copies (the tile kernels, row_norm_tile_kernel and softmax_backward_tile_kernel): its
+// `n` elements from global `src` into shared `dst`, both 16-byte aligned, by copy_async_16 (the
+// last partial pack an element a thread, plainly), or from shared `src` out to global `dst` by
+// 16-byte stores.
+template <typename T>
+__device__ __forceinline__ void tile_copy_in(T* dst, const T* src, int n) {
+  constexpr int kV = 16 / sizeof(T);
+  const int whole = n / kV;
+  for (int p = threadIdx.x; p < whole; p += blockDim.x) copy_async_16(dst + p * kV, src + p * kV);
+  for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) dst[e] = src[e];
+}
+
+template <typename T>
+__device__ __forceinline__ void tile_copy_out(T* dst, const T* src, int n) {
+  constexpr int kV = 16 / sizeof(T);
+  const int whole = n / kV;
+  for (int p = threadIdx.x; p < whole; p += blockDim.x) {
+    *reinterpret_cast<uint4*>(dst + p * kV) = *reinterpret_cast<const uint4*>(src + p * kV);
+  }
+  for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) dst[e] = src[e];
+}
+
 // Waits until `bar` completes the phase of parity `phase` (0 for its first phase, then 1, 0...).
 // kClusterScope: the waiting thread then also sees what other blocks of the cluster wrote into
 // this block's shared memory through transfers that completed on `bar` (store_to_cluster_peer).

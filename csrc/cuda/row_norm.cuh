@@ -581,8 +581,6 @@ template <typename In, typename Out, typename Acc, typename Policy, int kWidth, 
 __global__ void __launch_bounds__(kBlock) row_norm_tile_kernel(const In* x, Out* y, RowGeometry g, Policy policy,
                                                                int tile_rows) {
   static_assert(std::is_same_v<In, Out>, "y's tile is written over x's");
-  constexpr int kV = kMaxVec<In>;
-  using P = Pack<In, kV>;
   constexpr int kGroupsPerWarp = kWarpSize / kWidth;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cols = static_cast<int>(g.cols);
@@ -592,13 +590,11 @@ __global__ void __launch_bounds__(kBlock) row_norm_tile_kernel(const In* x, Out*
   const int groups = blockDim.x / kWidth;
   const int64_t total = g.rows * g.cols;
   const int64_t tiles = (g.rows + tile_rows - 1) / tile_rows;
+  auto elements = [&](int64_t tile) {  // the last tile may be short
+    return static_cast<int>(total - tile * tile_elems < tile_elems ? total - tile * tile_elems : tile_elems);
+  };
   auto load = [&](int64_t tile, In* xs) {
-    if (tile >= tiles) return;
-    const int64_t e0 = tile * tile_elems;
-    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
-    const int whole = n / kV;
-    for (int p = threadIdx.x; p < whole; p += blockDim.x) copy_async_16(xs + p * kV, x + e0 + p * kV);
-    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) xs[e] = x[e0 + e];
+    if (tile < tiles) tile_copy_in(xs, x + tile * tile_elems, elements(tile));
   };
   int stage = 0;
   load(blockIdx.x, first_stage);
@@ -609,8 +605,7 @@ __global__ void __launch_bounds__(kBlock) row_norm_tile_kernel(const In* x, Out*
     copy_async_commit();
     copy_async_wait_prior<1>();  // this tile's copies (the next one's may still be in flight)
     __syncthreads();
-    const int64_t e0 = tile * tile_elems;
-    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
+    const int n = elements(tile);
     const int rows = n / cols;
     // Whole warps go round (the shuffles take every lane): a group past the tile's rows folds nothing.
     for (int row = group; row - group % kGroupsPerWarp < rows; row += groups) {
@@ -652,11 +647,7 @@ __global__ void __launch_bounds__(kBlock) row_norm_tile_kernel(const In* x, Out*
       if (lane == 0) policy.write_stat(tile * tile_rows + row, stat);
     }
     __syncthreads();
-    const int whole = n / kV;
-    for (int p = threadIdx.x; p < whole; p += blockDim.x) {
-      *reinterpret_cast<P*>(y + e0 + p * kV) = *reinterpret_cast<const P*>(xs + p * kV);
-    }
-    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) y[e0 + e] = xs[e];
+    tile_copy_out(y + tile * tile_elems, xs, n);
     __syncthreads();  // the next round's copies refill this stage
   }
 }

@@ -203,8 +203,6 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* 
                                                                       const T* __restrict__ out,
                                                                       T* __restrict__ gx, BackwardRows r,
                                                                       int tile_rows) {
-  constexpr int kV = kMaxVec<T>;
-  using P = Pack<T, kV>;
   constexpr int kGroupsPerWarp = kWarpSize / kWidth;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cols = static_cast<int>(r.cols);
@@ -214,22 +212,14 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* 
   const int groups = blockDim.x / kWidth;
   const int64_t total = r.rows * r.cols;
   const int64_t tiles = (r.rows + tile_rows - 1) / tile_rows;
-  // Issues the copies of `tile` into stage gs (grad's tile, then out's); its last partial pack
-  // is loaded and stored here.
+  auto elements = [&](int64_t tile) {  // the last tile may be short
+    return static_cast<int>(total - tile * tile_elems < tile_elems ? total - tile * tile_elems : tile_elems);
+  };
+  // Issues the copies of `tile` into stage gs (grad's tile, then out's).
   auto load = [&](int64_t tile, T* gs) {
     if (tile >= tiles) return;
-    T* ys = gs + tile_elems;
-    const int64_t e0 = tile * tile_elems;
-    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
-    const int whole = n / kV;
-    for (int p = threadIdx.x; p < whole; p += blockDim.x) {
-      copy_async_16(gs + p * kV, grad + e0 + p * kV);
-      copy_async_16(ys + p * kV, out + e0 + p * kV);
-    }
-    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) {
-      gs[e] = grad[e0 + e];
-      ys[e] = out[e0 + e];
-    }
+    tile_copy_in(gs, grad + tile * tile_elems, elements(tile));
+    tile_copy_in(gs + tile_elems, out + tile * tile_elems, elements(tile));
   };
   int stage = 0;
   load(blockIdx.x, first_stage);
@@ -241,8 +231,7 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* 
     copy_async_commit();
     copy_async_wait_prior<1>();  // this tile's copies (the next one's may still be in flight)
     __syncthreads();
-    const int64_t e0 = tile * tile_elems;
-    const int n = static_cast<int>(total - e0 < tile_elems ? total - e0 : tile_elems);
+    const int n = elements(tile);
     const int rows = n / cols;
     // Whole warps go round (the shuffles take every lane): a group past the tile's rows adds 0.
     for (int row = group; row - group % kGroupsPerWarp < rows; row += groups) {
@@ -267,11 +256,7 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* 
       }
     }
     __syncthreads();
-    const int whole = n / kV;
-    for (int p = threadIdx.x; p < whole; p += blockDim.x) {
-      *reinterpret_cast<P*>(gx + e0 + p * kV) = *reinterpret_cast<const P*>(gs + p * kV);
-    }
-    for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) gx[e0 + e] = gs[e];
+    tile_copy_out(gx + tile * tile_elems, gs, n);
     __syncthreads();  // the next round's copies refill this stage
   }
 }
