@@ -514,6 +514,28 @@ def test_softmax_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
     check_softmax(off, -1)
 
 
+# Where the dispatcher takes the tile kernel by itself (no knob): rows under two 16-byte packs
+# (float64 rows of 3), 16-bit rows of up to 32 and float32 rows of up to 16; the peeled kernels keep
+# longer rows. ReduceScale shares the dispatcher.
+TILE_AUTOMATIC = [
+    (torch.float32, 3, True), (torch.float32, 10, True), (torch.float32, 15, True), (torch.float32, 17, False),
+    (torch.bfloat16, 10, True), (torch.float16, 31, True), (torch.bfloat16, 33, False), (torch.bfloat16, 150, False),
+    (torch.float64, 3, True), (torch.float64, 7, False),
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype,cols,tile", TILE_AUTOMATIC, ids=str)
+def test_softmax_tile_rows_automatic(monkeypatch, dtype, cols, tile):
+    for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_TILE_BYTES", "REDUCE_OPS_TILE_LANES"):
+        monkeypatch.delenv(var, raising=False)
+    x = make_input((301, cols), dtype, "cuda")
+    for fn in (lambda: reduce_ops.softmax(x, -1), lambda: reduce_ops.reduce_scale(x)):
+        names = cuda_kernels_run(fn)
+        assert any("row_norm_tile_kernel" in n for n in names) == tile, names
+    check_softmax(x, -1)
+
+
 @requires_cuda
 @pytest.mark.parametrize("peel", ["auto", "off"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

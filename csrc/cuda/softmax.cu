@@ -203,8 +203,8 @@ inline bool tile_fits(int64_t cols, int64_t bytes, int inputs) {
 }
 
 // A tile kernel's launch (tile_fits holds): rows a tile (about REDUCE_OPS_TILE_BYTES of each input,
-// 8 KB by default, in whole units), shared memory, tiles, and lanes a row (REDUCE_OPS_TILE_LANES
-// forces 1, 2, 4, 8, 16 or 32 where a lane's kTilePer values hold the row).
+// in whole units), shared memory, tiles, and lanes a row (REDUCE_OPS_TILE_LANES forces 1, 2, 4, 8,
+// 16 or 32 where a lane's kTilePer values hold the row).
 struct TilePlan {
   int64_t rows, smem, tiles;
   int lanes;
@@ -213,7 +213,17 @@ struct TilePlan {
 inline TilePlan tile_plan(int64_t rows, int64_t cols, int64_t bytes, int inputs) {
   const int64_t row_bytes = cols * bytes, unit = tile_unit(row_bytes);
   TilePlan t;
-  t.rows = std::max<int64_t>(1, env_positive("REDUCE_OPS_TILE_BYTES", 8192) / row_bytes / unit) * unit;
+  // 8 KB tiles, or 4 KB where 8 KB ones would be under 2.5 an SM: a total that small is latency-bound,
+  // and more, smaller tiles spread it over more blocks. H100 (rows_ab2.py,
+  // h100_study/session63_tiles.txt, call 2), us, 8 KB -> 4 KB: bfloat16 softmax 262144 x 3 (1.5 MB)
+  // 7.68 -> 6.98, 131072 x 10 (2.6 MB) 9.22 -> 8.48, ReduceScale 7.63 -> 7.04, 9.06 -> 8.32, backward
+  // 7.23 -> 6.85, 9.18 -> 8.64; past the bound 4 KB lost: float32 ReduceScale 262144 x 3 (3.1 MB)
+  // 7.39 -> 7.87, softmax 131072 x 7 (3.7 MB) 6.72 -> 7.04, bfloat16 131072 x 20 (5.2 MB) 11.62 ->
+  // 11.84, backward 65536 x 150 28.77 -> 30.86. The H200 alike (h200_study/session63_tiles.txt):
+  // bfloat16 softmax 262144 x 3 7.84 -> 7.10, ReduceScale 131072 x 10 8.51 -> 8.10, backward 8.32 ->
+  // 7.78; float32 131072 x 10-15 (past the bound) 8-12% slower on 4 KB.
+  const int64_t automatic_bytes = rows * row_bytes * 2 < 5 * sm_count() * int64_t{8192} ? 4096 : 8192;
+  t.rows = std::max<int64_t>(1, env_positive("REDUCE_OPS_TILE_BYTES", automatic_bytes) / row_bytes / unit) * unit;
   t.rows = std::min(t.rows, ceil_div(rows, unit) * unit);
   while (t.rows > unit && 2 * inputs * t.rows * row_bytes > block_smem_limit()) t.rows -= unit;
   t.smem = 2 * inputs * t.rows * row_bytes;
@@ -729,20 +739,24 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // Rows that are not whole 16-byte packs, x's and y's rows contiguous on 16-byte boundaries (a
   // fresh y, or x itself), go a tile of consecutive rows a block through shared memory
   // (row_norm_tile_kernel on tile_plan's tiles) where that won: rows too short to peel (under two
-  // packs, below: they went an element a lane) and 16-bit rows of up to 32 elements. H200
+  // packs, below: they went an element a lane), 16-bit rows of up to 32 elements and float32 rows
+  // of up to 16 (2 lanes a row; H100, session 63 call 2, peeled warp -> tile: softmax 131072 x 10
+  // 10.75 -> 9.34 us, ReduceScale 10.59 -> 9.25; at 20 even, 13.02 -> 13.09; H200, session 63:
+  // softmax 131072 x 10 10.40 -> 8.67, 131072 x 15 11.01 -> 9.50, ReduceScale alike). H200
   // (rows_ab2.py, h200_study/session62_tile.txt, call 8), us, before -> tile (torch.compile):
   // bfloat16 softmax 262144 x 3 33.39 -> 7.49 (6.46), 131072 x 7 20.99 -> 6.30 (9.18), 131072 x 10
   // 23.14 -> 8.70 (8.74), 131072 x 20 12.74 -> 11.20 (10.85); float32 262144 x 3 36.45 -> 7.33,
   // 131072 x 7 22.91 -> 6.62; ReduceScale alike (bfloat16 131072 x 7 24.00 -> 6.46). Longer 16-bit
   // rows lost or came out even against the peeled warp (call 5: bfloat16 65536 x 150 softmax 19.20
-  // -> 22.72, ReduceScale 19.39 -> 24.00), and float32 rows of 10-100 were within 5% either way
+  // -> 22.72, ReduceScale 19.39 -> 24.00), and float32 rows of 20-100 were within 5% either way
   // (150-197 lost). REDUCE_OPS_ROW_TILE=on|off (a developer knob) forces either where the tile
   // fits; a forced strategy (REDUCE_OPS_STRATEGY) skips it.
   if constexpr (std::is_same_v<In, Out>) {
     const bool contiguous = (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) &&
                             is_aligned(xp, 16) && is_aligned(yp, 16);
     if (contiguous && tile_fits(g.cols, sizeof(In), 1) && !ForcedStrategy().any()) {
-      const bool wins = g.cols < 2 * kMaxVec<In> || (sizeof(In) == 2 && g.cols <= 32);
+      const bool wins = g.cols < 2 * kMaxVec<In> || (sizeof(In) == 2 && g.cols <= 32) ||
+                        (sizeof(In) == 4 && g.cols <= 2 * kTilePer);
       if (env_equals("REDUCE_OPS_ROW_TILE", "on") || (wins && !env_equals("REDUCE_OPS_ROW_TILE", "off"))) {
         launch_tiles(tile_plan(g.rows, g.cols, sizeof(In), 1), stream,
                      [](auto width) {
