@@ -515,10 +515,10 @@ def test_softmax_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
 
 
 # Where the dispatcher takes the tile kernel by itself (no knob): rows under two 16-byte packs
-# (float64 rows of 3), 16-bit rows of up to 32 and float32 rows of up to 16; the peeled kernels keep
-# longer rows. ReduceScale shares the dispatcher.
+# (float64 rows of 3), 16-bit and float32 rows of up to 32; the peeled kernels keep longer rows.
+# ReduceScale shares the dispatcher.
 TILE_AUTOMATIC = [
-    (torch.float32, 3, True), (torch.float32, 10, True), (torch.float32, 15, True), (torch.float32, 17, False),
+    (torch.float32, 3, True), (torch.float32, 10, True), (torch.float32, 31, True), (torch.float32, 33, False),
     (torch.bfloat16, 10, True), (torch.float16, 31, True), (torch.bfloat16, 33, False), (torch.bfloat16, 150, False),
     (torch.float64, 3, True), (torch.float64, 7, False),
 ]

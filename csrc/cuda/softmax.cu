@@ -188,10 +188,17 @@ int64_t warp_kernel_grid(Kernel kernel, int64_t groups, bool peeled = false) {
 }
 
 // The "tile" kernels: a lane holds up to kTilePer values of a row, so rows of up to kTileMaxCols
-// (32 lanes); grids of kTileWaves waves of resident blocks (REDUCE_OPS_ROW_WAVES overrides).
+// (32 lanes); grids of kRowTileWaves (row_norm_tile_kernel) or kBackwardTileWaves waves of resident
+// blocks (REDUCE_OPS_ROW_WAVES overrides). H200 (rows_ab2.py, h200_study/session63_tiles.txt, call
+// 7), us, the forward's 2 waves -> 1: float32 softmax 131072 x 17 11.74 -> 10.98, 131072 x 25 13.34
+// -> 12.86, ReduceScale 11.49 -> 10.85, 13.15 -> 12.90; bfloat16 ReduceScale 262144 x 20 15.92 ->
+// 15.58, the rest of 17-31 even; call 8 the same (float32 softmax 131072 x 19 12.22 -> 11.36,
+// bfloat16 262144 x 20 16.16 -> 15.74) and rows of 3-13 within 1%. The backward lost on 1
+// (bfloat16 262144 x 20 15.68 -> 17.97, 131072 x 31 13.02 -> 14.08; session 62: 4 even).
 constexpr int kTilePer = 8;
 constexpr int64_t kTileMaxCols = 32 * kTilePer;
-constexpr int kTileWaves = 2;
+constexpr int kRowTileWaves = 1;
+constexpr int kBackwardTileWaves = 2;
 
 // Rows a tile holds a multiple of, so that it is a multiple of 16 bytes: rows of `row_bytes`.
 inline int64_t tile_unit(int64_t row_bytes) { return 16 / std::gcd(row_bytes, int64_t{16}); }
@@ -241,15 +248,15 @@ inline TilePlan tile_plan(int64_t rows, int64_t cols, int64_t bytes, int inputs)
   return t;
 }
 
-// Launches kernel_for(Int<lanes>) on plan t: kTileWaves waves of resident blocks, each looping
-// over tiles.
+// Launches kernel_for(Int<lanes>) on plan t: `waves` waves of resident blocks, each looping over
+// tiles.
 template <typename KernelFor, typename... Args>
-void launch_tiles(const TilePlan& t, cudaStream_t stream, KernelFor kernel_for, Args... args) {
+void launch_tiles(const TilePlan& t, int waves, cudaStream_t stream, KernelFor kernel_for, Args... args) {
   auto run = [&](auto width_tag) {
     auto kernel = kernel_for(width_tag);
     allow_smem(kernel, t.smem);
-    const int64_t waves = kTileWaves * sm_count() * resident_blocks(kernel, kBlock, static_cast<size_t>(t.smem));
-    const int64_t grid = row_loop_grid(kernel, t.tiles, kBlock, t.smem, std::max<int64_t>(1, std::min(t.tiles, waves)));
+    const int64_t blocks = waves * sm_count() * resident_blocks(kernel, kBlock, static_cast<size_t>(t.smem));
+    const int64_t grid = row_loop_grid(kernel, t.tiles, kBlock, t.smem, std::max<int64_t>(1, std::min(t.tiles, blocks)));
     kernel<<<grid, kBlock, t.smem, stream>>>(args..., static_cast<int>(t.rows));
   };
   if (t.lanes == 1) run(Int<1>{});
@@ -739,26 +746,28 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // Rows that are not whole 16-byte packs, x's and y's rows contiguous on 16-byte boundaries (a
   // fresh y, or x itself), go a tile of consecutive rows a block through shared memory
   // (row_norm_tile_kernel on tile_plan's tiles) where that won: rows too short to peel (under two
-  // packs, below: they went an element a lane), 16-bit rows of up to 32 elements and float32 rows
-  // of up to 16 (2 lanes a row; H100, session 63 call 2, peeled warp -> tile: softmax 131072 x 10
-  // 10.75 -> 9.34 us, ReduceScale 10.59 -> 9.25; at 20 even, 13.02 -> 13.09; H200, session 63:
-  // softmax 131072 x 10 10.40 -> 8.67, 131072 x 15 11.01 -> 9.50, ReduceScale alike). H200
+  // packs, below: they went an element a lane), and 16-bit and float32 rows of up to 32 elements.
+  // Float32 rows of 9-31, peeled warp -> tile, us: H100 (h100_study/session63_tiles.txt, call 2)
+  // softmax 131072 x 10 10.75 -> 9.34, ReduceScale 10.59 -> 9.25; H200 (h200_study/
+  // session63_tiles.txt, calls 6-7, 2 waves) softmax 131072 x 10 10.40 -> 8.67, 131072 x 15 11.01
+  // -> 9.50, 131072 x 17 12.35 -> 11.74, 131072 x 25 14.59 -> 13.34, 131072 x 31 15.36 -> 14.66,
+  // ReduceScale alike but 131072 x 19 (12.03 -> 12.16); call 8, 1 wave: softmax 131072 x 17 12.51
+  // -> 11.07, 262144 x 31 23.84 -> 22.42, ReduceScale 131072 x 19 12.19 -> 11.33. H200
   // (rows_ab2.py, h200_study/session62_tile.txt, call 8), us, before -> tile (torch.compile):
   // bfloat16 softmax 262144 x 3 33.39 -> 7.49 (6.46), 131072 x 7 20.99 -> 6.30 (9.18), 131072 x 10
   // 23.14 -> 8.70 (8.74), 131072 x 20 12.74 -> 11.20 (10.85); float32 262144 x 3 36.45 -> 7.33,
   // 131072 x 7 22.91 -> 6.62; ReduceScale alike (bfloat16 131072 x 7 24.00 -> 6.46). Longer 16-bit
   // rows lost or came out even against the peeled warp (call 5: bfloat16 65536 x 150 softmax 19.20
-  // -> 22.72, ReduceScale 19.39 -> 24.00), and float32 rows of 20-100 were within 5% either way
+  // -> 22.72, ReduceScale 19.39 -> 24.00), and longer float32 rows within 5% either way up to 100
   // (150-197 lost). REDUCE_OPS_ROW_TILE=on|off (a developer knob) forces either where the tile
   // fits; a forced strategy (REDUCE_OPS_STRATEGY) skips it.
   if constexpr (std::is_same_v<In, Out>) {
     const bool contiguous = (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) &&
                             is_aligned(xp, 16) && is_aligned(yp, 16);
     if (contiguous && tile_fits(g.cols, sizeof(In), 1) && !ForcedStrategy().any()) {
-      const bool wins = g.cols < 2 * kMaxVec<In> || (sizeof(In) == 2 && g.cols <= 32) ||
-                        (sizeof(In) == 4 && g.cols <= 2 * kTilePer);
+      const bool wins = g.cols < 2 * kMaxVec<In> || (sizeof(In) <= 4 && g.cols <= 32);
       if (env_equals("REDUCE_OPS_ROW_TILE", "on") || (wins && !env_equals("REDUCE_OPS_ROW_TILE", "off"))) {
-        launch_tiles(tile_plan(g.rows, g.cols, sizeof(In), 1), stream,
+        launch_tiles(tile_plan(g.rows, g.cols, sizeof(In), 1), kRowTileWaves, stream,
                      [](auto width) {
                        return row_norm_tile_kernel<In, Out, Acc, Policy, decltype(width)::value, kTilePer>;
                      },
@@ -949,7 +958,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       (env_equals("REDUCE_OPS_BACKWARD_TILE", "on") || (tile_wins && !env_equals("REDUCE_OPS_BACKWARD_TILE", "off")));
   auto tile = [&] {
     if constexpr (kVec == 1) {
-      launch_tiles(tile_plan(r.rows, r.cols, sizeof(T), 2), stream,
+      launch_tiles(tile_plan(r.rows, r.cols, sizeof(T), 2), kBackwardTileWaves, stream,
                    [](auto width) { return softmax_backward_tile_kernel<T, Acc, decltype(width)::value, kTilePer>; },
                    grad, out, gx, r);
     }
