@@ -228,7 +228,7 @@ inline TilePlan tile_plan(int64_t rows, int64_t cols, int64_t bytes, int inputs)
   // 7.39 -> 7.87, softmax 131072 x 7 (3.7 MB) 6.72 -> 7.04, bfloat16 131072 x 20 (5.2 MB) 11.62 ->
   // 11.84, backward 65536 x 150 28.77 -> 30.86. The H200 alike (h200_study/session63_tiles.txt):
   // bfloat16 softmax 262144 x 3 7.84 -> 7.10, ReduceScale 131072 x 10 8.51 -> 8.10, backward 8.32 ->
-  // 7.78; float32 131072 x 10-15 (past the bound) 8-12% slower on 4 KB.
+  // 7.78; float32 131072 x 10-15 (past the bound) 8-11% slower on 4 KB.
   const int64_t automatic_bytes = rows * row_bytes * 2 < 5 * sm_count() * int64_t{8192} ? 4096 : 8192;
   t.rows = std::max<int64_t>(1, env_positive("REDUCE_OPS_TILE_BYTES", automatic_bytes) / row_bytes / unit) * unit;
   t.rows = std::min(t.rows, ceil_div(rows, unit) * unit);
