@@ -428,6 +428,45 @@ __device__ __forceinline__ void tile_copy_out(T* dst, const T* src, int n) {
   for (int e = whole * kV + threadIdx.x; e < n; e += blockDim.x) dst[e] = src[e];
 }
 
+// The tile kernels' pipeline: the block's tiles (blockIdx.x, + gridDim.x, ...) of `tile_rows`
+// consecutive rows of `cols` elements out of `rows` (tile_rows x cols x sizeof(T) a multiple of 16),
+// each input's tile copied into shared memory `stages` (two stages of kInputs tiles one after
+// another, the next tile's copies in flight while the block works on this one). body(tile, stage,
+// n) works on the tile's n elements in `stage` (its first tile holding src0's, the second src1's)
+// and leaves the output in the first, which leaves for dst.
+template <int kInputs, typename T, typename Body>
+__device__ __forceinline__ void run_tile_pipeline(const T* src0, const T* src1, T* dst, int64_t rows, int cols,
+                                                  int tile_rows, T* stages, Body body) {
+  static_assert(kInputs == 1 || kInputs == 2, "one or two inputs");
+  const int tile_elems = tile_rows * cols;
+  const int64_t total = rows * cols;
+  const int64_t tiles = (rows + tile_rows - 1) / tile_rows;
+  auto elements = [&](int64_t tile) {  // the last tile may be short
+    return static_cast<int>(total - tile * tile_elems < tile_elems ? total - tile * tile_elems : tile_elems);
+  };
+  auto load = [&](int64_t tile, T* stage) {
+    if (tile >= tiles) return;
+    const int n = elements(tile);
+    tile_copy_in(stage, src0 + tile * tile_elems, n);
+    if constexpr (kInputs == 2) tile_copy_in(stage + tile_elems, src1 + tile * tile_elems, n);
+  };
+  int phase = 0;
+  load(blockIdx.x, stages);
+  copy_async_commit();
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, phase ^= 1) {
+    T* const stage = stages + phase * kInputs * tile_elems;
+    load(tile + gridDim.x, stages + (phase ^ 1) * kInputs * tile_elems);
+    copy_async_commit();
+    copy_async_wait_prior<1>();  // this tile's copies (the next one's may still be in flight)
+    __syncthreads();
+    const int n = elements(tile);
+    body(tile, stage, n);
+    __syncthreads();
+    tile_copy_out(dst + tile * tile_elems, stage, n);
+    __syncthreads();  // the next round's copies refill this stage
+  }
+}
+
 // Waits until `bar` completes the phase of parity `phase` (0 for its first phase, then 1, 0...).
 // kClusterScope: the waiting thread then also sees what other blocks of the cluster wrote into
 // this block's shared memory through transfers that completed on `bar` (store_to_cluster_peer).

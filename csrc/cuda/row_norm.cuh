@@ -572,8 +572,8 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
 // "tile": short rows that are not whole 16-byte packs, `tile_rows` consecutive rows a block at a
 // time, as softmax_backward_tile_kernel (softmax_backward.cuh): x's and y's rows contiguous
 // (row stride = cols), both on 16-byte boundaries, tile_rows x cols x sizeof(In) a multiple of
-// 16, so a tile comes into shared memory by 16-byte packs (copy_async_16; the block's next tile
-// while it works on this one), kWidth lanes a row take its values into registers (kPer a lane:
+// 16, so a tile comes into shared memory by 16-byte packs (run_tile_pipeline: the block's next
+// tile while it works on this one), kWidth lanes a row take its values into registers (kPer a lane:
 // cols <= kWidth x kPer), reduce max (and sum) and write y over x's tile, which leaves by packs.
 // Only the tensor's last partial pack goes an element a thread. Shared memory: two tiles. y may
 // be x (in-place ReduceScale): a tile is read whole before any of it is written.
@@ -584,28 +584,10 @@ __global__ void __launch_bounds__(kBlock) row_norm_tile_kernel(const In* x, Out*
   constexpr int kGroupsPerWarp = kWarpSize / kWidth;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cols = static_cast<int>(g.cols);
-  const int tile_elems = tile_rows * cols;  // tile_elems x sizeof(In) is a multiple of 16
-  In* const first_stage = reinterpret_cast<In*>(smem_raw);
   const int lane = threadIdx.x % kWidth, group = threadIdx.x / kWidth;
   const int groups = blockDim.x / kWidth;
-  const int64_t total = g.rows * g.cols;
-  const int64_t tiles = (g.rows + tile_rows - 1) / tile_rows;
-  auto elements = [&](int64_t tile) {  // the last tile may be short
-    return static_cast<int>(total - tile * tile_elems < tile_elems ? total - tile * tile_elems : tile_elems);
-  };
-  auto load = [&](int64_t tile, In* xs) {
-    if (tile < tiles) tile_copy_in(xs, x + tile * tile_elems, elements(tile));
-  };
-  int stage = 0;
-  load(blockIdx.x, first_stage);
-  copy_async_commit();
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, stage ^= 1) {
-    In* xs = first_stage + stage * tile_elems;
-    load(tile + gridDim.x, first_stage + (stage ^ 1) * tile_elems);
-    copy_async_commit();
-    copy_async_wait_prior<1>();  // this tile's copies (the next one's may still be in flight)
-    __syncthreads();
-    const int n = elements(tile);
+  In* const stages = reinterpret_cast<In*>(smem_raw);
+  run_tile_pipeline<1>(x, x, y, g.rows, cols, tile_rows, stages, [&](int64_t tile, In* xs, int n) {
     const int rows = n / cols;
     // Whole warps go round (the shuffles take every lane): a group past the tile's rows folds nothing.
     for (int row = group; row - group % kGroupsPerWarp < rows; row += groups) {
@@ -646,10 +628,7 @@ __global__ void __launch_bounds__(kBlock) row_norm_tile_kernel(const In* x, Out*
       }
       if (lane == 0) policy.write_stat(tile * tile_rows + row, stat);
     }
-    __syncthreads();
-    tile_copy_out(y + tile * tile_elems, xs, n);
-    __syncthreads();  // the next round's copies refill this stage
-  }
+  });
 }
 
 // Partial statistics of one segment: its max of key(x) and, for softmax, sum of exp(x - max).

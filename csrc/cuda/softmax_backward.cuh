@@ -194,7 +194,7 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
 // time. A tile's elements are contiguous and start on a 16-byte boundary (the launcher makes
 // tile_rows x cols x sizeof(T) a multiple of 16 and the tensors start on 16-byte boundaries), so
 // grad's and out's tiles come into shared memory by 16-byte packs, all in flight at once
-// (copy_async_16), the block's next tile while it works on this one (two stages); kWidth lanes a
+// (run_tile_pipeline), the block's next tile while it works on this one (two stages); kWidth lanes a
 // row take its values into registers (kPer a lane: cols <= kWidth x kPer), reduce the dot
 // product and write grad_x over grad's tile, which leaves by packs. Only the tensor's last
 // partial pack goes an element a thread. Shared memory: two stages of two tiles.
@@ -206,32 +206,12 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* 
   constexpr int kGroupsPerWarp = kWarpSize / kWidth;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int cols = static_cast<int>(r.cols);
-  const int tile_elems = tile_rows * cols;  // tile_elems x sizeof(T) is a multiple of 16
-  T* const first_stage = reinterpret_cast<T*>(smem_raw);
   const int lane = threadIdx.x % kWidth, group = threadIdx.x / kWidth;
   const int groups = blockDim.x / kWidth;
-  const int64_t total = r.rows * r.cols;
-  const int64_t tiles = (r.rows + tile_rows - 1) / tile_rows;
-  auto elements = [&](int64_t tile) {  // the last tile may be short
-    return static_cast<int>(total - tile * tile_elems < tile_elems ? total - tile * tile_elems : tile_elems);
-  };
-  // Issues the copies of `tile` into stage gs (grad's tile, then out's).
-  auto load = [&](int64_t tile, T* gs) {
-    if (tile >= tiles) return;
-    tile_copy_in(gs, grad + tile * tile_elems, elements(tile));
-    tile_copy_in(gs + tile_elems, out + tile * tile_elems, elements(tile));
-  };
-  int stage = 0;
-  load(blockIdx.x, first_stage);
-  copy_async_commit();
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, stage ^= 1) {
-    T* gs = first_stage + stage * 2 * tile_elems;
-    const T* ys = gs + tile_elems;
-    load(tile + gridDim.x, first_stage + (stage ^ 1) * 2 * tile_elems);
-    copy_async_commit();
-    copy_async_wait_prior<1>();  // this tile's copies (the next one's may still be in flight)
-    __syncthreads();
-    const int n = elements(tile);
+  T* const stages = reinterpret_cast<T*>(smem_raw);
+  // A stage holds grad's tile, then out's.
+  run_tile_pipeline<2>(grad, out, gx, r.rows, cols, tile_rows, stages, [&](int64_t, T* gs, int n) {
+    const T* ys = gs + tile_rows * cols;
     const int rows = n / cols;
     // Whole warps go round (the shuffles take every lane): a group past the tile's rows adds 0.
     for (int row = group; row - group % kGroupsPerWarp < rows; row += groups) {
@@ -255,10 +235,7 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* 
         if (row_ok && c < cols) gs[base + c] = static_cast<T>(y[i] * (g[i] - dot));
       }
     }
-    __syncthreads();
-    tile_copy_out(gx + tile * tile_elems, gs, n);
-    __syncthreads();  // the next round's copies refill this stage
-  }
+  });
 }
 
 // "block" / "cluster": the layout of row_norm_regs_kernel (row_norm.cuh), with kPacks packs of
