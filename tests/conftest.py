@@ -469,6 +469,60 @@ def force_row_strategy(monkeypatch, strategy):
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", hold)
 
 
+# 16-bit rows of whole 8-byte packs (launch_half_packs: 3-15 of them, on 8-byte boundaries) and
+# their neighbours: 4 and 68 values (1 and 17 packs) and 22 (not whole packs) go elsewhere, and so
+# does a view that starts on a 4-byte boundary ("offset_2"). Layouts: contiguous, from an 8-byte
+# (not 16-byte) boundary ("offset_4"), and rows strided past their length ("row_stride").
+HALF_PACK_SHAPES = [(301, 4), (301, 12), (300, 20), (257, 36), (300, 60), (300, 68), (300, 22)]
+half_pack_cases = pytest.mark.parametrize("shape", HALF_PACK_SHAPES, ids=str)
+half_pack_layouts = pytest.mark.parametrize("layout", ["contiguous", "offset_4", "row_stride", "offset_2"])
+
+
+def half_pack_rows(shape, dtype, layout):
+    rows, cols = shape
+    if layout == "row_stride":
+        return make_input((rows, cols + 4), dtype, "cuda")[:, :cols]
+    offset = {"contiguous": 0, "offset_4": 4, "offset_2": 2}[layout]
+    return make_input((rows * cols + offset,), dtype, "cuda")[offset:].view(rows, cols)
+
+
+def clear_row_knobs(monkeypatch):
+    for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def assert_half_packs_launch(fn, shape, layout):
+    """fn() takes the warp kernel on 8-byte packs exactly where launch_half_packs should."""
+    packs = row_norm_warp_packs(cuda_kernels_run(fn))
+    takes = 3 <= shape[1] // 4 <= 15 and shape[1] % 4 == 0 and shape[1] % 8 != 0 and layout != "offset_2"
+    assert (packs == ["4"]) == takes, packs
+
+
+def template_args(name, kernel):
+    """The template arguments of `kernel` in a profiler kernel name (split at top-level commas),
+    or None where the name is not that kernel's."""
+    start = name.find(kernel + "<")
+    if start < 0:
+        return None
+    depth, args, current = 0, [], ""
+    for ch in name[start + len(kernel) + 1:]:
+        if ch == ">" and depth == 0:
+            return args + [current.strip()]
+        if ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        depth += {"<": 1, ">": -1}.get(ch, 0)
+        current += ch
+    return None
+
+
+def row_norm_warp_packs(names):
+    """The pack widths (kVec, elements) of the row_norm_warp_kernel launches among `names`."""
+    args = [template_args(n, "row_norm_warp_kernel") for n in names]
+    return [a[4] for a in args if a is not None]
+
+
 # The "tile" kernels (softmax.cu's tile_plan: a tile of consecutive rows a block, through shared
 # memory by 16-byte packs): unaligned rows of 3-251 elements, up to their 256-element bound, one
 # total ending inside a 16-byte pack (301 x 37 bfloat16), several tiles a block.

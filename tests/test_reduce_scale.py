@@ -24,6 +24,11 @@ from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     cuda_kernels_run,
     force_tile,
+    assert_half_packs_launch,
+    clear_row_knobs,
+    half_pack_cases,
+    half_pack_layouts,
+    half_pack_rows,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
@@ -522,6 +527,30 @@ def test_reduce_scale_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
     inplace = x.clone()
     inplace_scale = check_reduce_scale_(inplace)
     monkeypatch.setenv("REDUCE_OPS_ROW_TILE", "off")
+    other_out, other_scale = reduce_ops.reduce_scale(x)
+    assert_exactly_equal(out, other_out)
+    assert_exactly_equal(scale, other_scale)
+    assert_exactly_equal(inplace, other_out)
+    assert_exactly_equal(inplace_scale, other_scale)
+
+
+# 16-bit rows of 3-15 whole 8-byte packs on the warp kernel by 8-byte packs (as
+# test_softmax_half_packs_rows): a zero row, eps, in place; the same bits as without it
+# (REDUCE_OPS_HALF_PACKS=off: one max, one scaling per value either way).
+@requires_cuda
+@half_pack_layouts
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@half_pack_cases
+def test_reduce_scale_half_packs_rows(monkeypatch, shape, dtype, layout):
+    clear_row_knobs(monkeypatch)
+    x = peeled_edge_rows(half_pack_rows(shape, dtype, layout), 1000.0)
+    x[7] = 0.0
+    assert_half_packs_launch(lambda: reduce_ops.reduce_scale(x), shape, layout)
+    out, scale = check_reduce_scale(x)
+    check_reduce_scale(x, eps=1e-3)
+    inplace = half_pack_rows(shape, dtype, layout).copy_(x)
+    inplace_scale = check_reduce_scale_(inplace)
+    monkeypatch.setenv("REDUCE_OPS_HALF_PACKS", "off")
     other_out, other_scale = reduce_ops.reduce_scale(x)
     assert_exactly_equal(out, other_out)
     assert_exactly_equal(scale, other_scale)

@@ -24,10 +24,16 @@ from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     cuda_kernels_run,
     force_tile,
+    assert_half_packs_launch,
+    clear_row_knobs,
+    half_pack_cases,
+    half_pack_layouts,
+    half_pack_rows,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
     row_count,
+    row_norm_warp_packs,
     strided_tensors,
     tile_row_cases,
     unaligned_row_cases,
@@ -533,6 +539,23 @@ def test_softmax_tile_rows_automatic(monkeypatch, dtype, cols, tile):
     for fn in (lambda: reduce_ops.softmax(x, -1), lambda: reduce_ops.reduce_scale(x)):
         names = cuda_kernels_run(fn)
         assert any("row_norm_tile_kernel" in n for n in names) == tile, names
+    check_softmax(x, -1)
+
+
+# 16-bit rows of 3-15 whole 8-byte packs (conftest.HALF_PACK_SHAPES) take the warp kernel on 8-byte
+# packs automatically, and their neighbours do not; REDUCE_OPS_HALF_PACKS=off takes the tile or the
+# peeled warp. Specials at the rows' edges (peeled_edge_rows: big, NaN, -inf rows).
+@requires_cuda
+@half_pack_layouts
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@half_pack_cases
+def test_softmax_half_packs_rows(monkeypatch, shape, dtype, layout):
+    clear_row_knobs(monkeypatch)
+    x = peeled_edge_rows(half_pack_rows(shape, dtype, layout), 30.0)
+    assert_half_packs_launch(lambda: reduce_ops.softmax(x, -1), shape, layout)
+    check_softmax(x, -1)
+    monkeypatch.setenv("REDUCE_OPS_HALF_PACKS", "off")
+    assert "4" not in row_norm_warp_packs(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1)))
     check_softmax(x, -1)
 
 
