@@ -22,10 +22,10 @@ from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_
 from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
-    cuda_kernels_run,
-    force_tile,
     assert_half_packs_launch,
     clear_row_knobs,
+    cuda_kernels_run,
+    force_tile,
     half_pack_cases,
     half_pack_layouts,
     half_pack_rows,
@@ -74,6 +74,20 @@ def check_reduce_scale_(x, eps=0.0, api="python"):
     assert_exactly_equal(x, expected_out)  # the very same out as the out-of-place op
     assert_close_to_reference(x, ref_out, x.dtype, **reduce_scale_tolerance(x.dtype))
     return scale
+
+
+def check_same_bits_without(monkeypatch, knob, x, inplace):
+    """ReduceScale of x (plain and with eps) and in place on `inplace` (a copy of x) checked, then
+    the same bits with `knob` off: one max, one scaling per value whichever kernel runs."""
+    out, scale = check_reduce_scale(x)
+    check_reduce_scale(x, eps=1e-3)
+    inplace_scale = check_reduce_scale_(inplace)
+    monkeypatch.setenv(knob, "off")
+    other_out, other_scale = reduce_ops.reduce_scale(x)
+    assert_exactly_equal(out, other_out)
+    assert_exactly_equal(scale, other_scale)
+    assert_exactly_equal(inplace, other_out)
+    assert_exactly_equal(inplace_scale, other_scale)
 
 
 # ---- values ----------------------------------------------------------------------------------
@@ -521,17 +535,8 @@ def test_reduce_scale_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
     if lanes == "auto" and tile_bytes == "auto":  # once a shape and dtype: the tile kernel ran
         names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
         assert any("row_norm_tile_kernel" in n for n in names), names
-    out, scale = check_reduce_scale(x)
-    check_reduce_scale(x, eps=1e-3)
     check_reduce_scale_(x.clone(), eps=1e-3)
-    inplace = x.clone()
-    inplace_scale = check_reduce_scale_(inplace)
-    monkeypatch.setenv("REDUCE_OPS_ROW_TILE", "off")
-    other_out, other_scale = reduce_ops.reduce_scale(x)
-    assert_exactly_equal(out, other_out)
-    assert_exactly_equal(scale, other_scale)
-    assert_exactly_equal(inplace, other_out)
-    assert_exactly_equal(inplace_scale, other_scale)
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_ROW_TILE", x, x.clone())
 
 
 # 16-bit rows of 3-15 whole 8-byte packs on the warp kernel by 8-byte packs (as
@@ -546,16 +551,7 @@ def test_reduce_scale_half_packs_rows(monkeypatch, shape, dtype, layout):
     x = peeled_edge_rows(half_pack_rows(shape, dtype, layout), 1000.0)
     x[7] = 0.0
     assert_half_packs_launch(lambda: reduce_ops.reduce_scale(x), shape, layout)
-    out, scale = check_reduce_scale(x)
-    check_reduce_scale(x, eps=1e-3)
-    inplace = half_pack_rows(shape, dtype, layout).copy_(x)
-    inplace_scale = check_reduce_scale_(inplace)
-    monkeypatch.setenv("REDUCE_OPS_HALF_PACKS", "off")
-    other_out, other_scale = reduce_ops.reduce_scale(x)
-    assert_exactly_equal(out, other_out)
-    assert_exactly_equal(scale, other_scale)
-    assert_exactly_equal(inplace, other_out)
-    assert_exactly_equal(inplace_scale, other_scale)
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_HALF_PACKS", x, half_pack_rows(shape, dtype, layout).copy_(x))
 
 
 @requires_cuda

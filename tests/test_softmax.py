@@ -22,10 +22,10 @@ from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_
 from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
-    cuda_kernels_run,
-    force_tile,
     assert_half_packs_launch,
     clear_row_knobs,
+    cuda_kernels_run,
+    force_tile,
     half_pack_cases,
     half_pack_layouts,
     half_pack_rows,
