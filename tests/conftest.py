@@ -469,10 +469,11 @@ def force_row_strategy(monkeypatch, strategy):
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", hold)
 
 
-# 16-bit rows of whole 8-byte packs (launch_half_packs: 3-15 of them, on 8-byte boundaries) and
-# their neighbours: 4 and 68 values (1 and 17 packs) and 22 (not whole packs) go elsewhere, and so
-# does a view that starts on a 4-byte boundary ("offset_2"). Layouts: contiguous, from an 8-byte
-# (not 16-byte) boundary ("offset_4"), and rows strided past their length ("row_stride").
+# 16-bit rows of whole 8-byte packs ("warp" on 8-byte packs, softmax.cu's launch_row_norm: 3-15 of
+# them, on 8-byte boundaries) and their neighbours: 4 and 68 values (1 and 17 packs) and 22 (not
+# whole packs) go elsewhere, and so does a view that starts on a 4-byte boundary ("offset_2").
+# Layouts: contiguous, from an 8-byte (not 16-byte) boundary ("offset_4"), and rows strided past
+# their length ("row_stride").
 HALF_PACK_SHAPES = [(301, 4), (301, 12), (300, 20), (257, 36), (300, 60), (300, 68), (300, 22)]
 half_pack_cases = pytest.mark.parametrize("shape", HALF_PACK_SHAPES, ids=str)
 half_pack_layouts = pytest.mark.parametrize("layout", ["contiguous", "offset_4", "row_stride", "offset_2"])
@@ -492,7 +493,7 @@ def clear_row_knobs(monkeypatch):
 
 
 def assert_half_packs_launch(fn, shape, layout):
-    """fn() takes the warp kernel on 8-byte packs exactly where launch_half_packs should."""
+    """fn() takes the warp kernel on 8-byte packs exactly where launch_row_norm should."""
     packs = row_norm_warp_packs(cuda_kernels_run(fn))
     takes = 3 <= shape[1] // 4 <= 15 and shape[1] % 4 == 0 and shape[1] % 8 != 0 and layout != "offset_2"
     assert (packs == ["4"]) == takes, packs

@@ -383,8 +383,11 @@ bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread
   return false;
 }
 
+// kPeeledWarpWaves waves where `few_waves` (peeled rows, and 16-bit rows on 8-byte packs), else
+// kWarpRowWaves.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
-void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
+                 bool few_waves = kPeeled) {
   const int64_t packs = ceil_div(g.cols, kVec);
   // Marked loads by size (row_loads_marked), but for 16-bit softmax rows.
   const bool marked = kVec * sizeof(In) == 16 &&
@@ -394,7 +397,7 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
     with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
       auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, decltype(last)::value>;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
-      kernel<<<warp_kernel_grid(kernel, groups, kPeeled), kBlock, 0, stream>>>(x, y, g, policy);
+      kernel<<<warp_kernel_grid(kernel, groups, few_waves), kBlock, 0, stream>>>(x, y, g, policy);
     });
   };
   // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
@@ -734,35 +737,6 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// "warp" on 8-byte packs: 16-bit rows of 3-15 whole 8-byte packs (launch_row_norm), lane groups
-// of 4 (up to 4 packs, a pack a lane) or 4 and 8 lanes of 2 packs, on kPeeledWarpWaves waves.
-// Against the tile (12) and the peeled warp (20-60), us (rows_ab2.py; h100_study/session64_packs.txt
-// and h200_study/session64_packs.txt; torch.compile in brackets): H100, ReduceScale bfloat16
-// 131072 x 20 11.33 -> 9.82 (9.82), 524288 x 20 27.87 -> 23.55 (20.54), 1048576 x 12 29.31 ->
-// 28.45 (24.77), 65536 x 28 9.55 -> 8.51, 32768 x 60 8.80 -> 8.45; softmax 131072 x 20 11.81 ->
-// 9.76 (11.68), 1048576 x 12 28.99 -> 26.59, 65536 x 52 11.84 -> 10.88; float16 alike. H200,
-// ReduceScale bfloat16 262144 x 20 15.46 -> 13.60 (13.18), 524288 x 20 25.34 -> 20.61 (18.14),
-// 131072 x 12 8.67 -> 8.29, 32768 x 60 8.22 -> 7.62; softmax 262144 x 20 15.78 -> 13.06 (14.37),
-// 524288 x 20 25.50 -> 19.74 (23.20), 1048576 x 12 26.85 -> 24.93; one loss, ReduceScale 1048576
-// x 12 26.78 -> 27.84 (19.71). 16 waves lost on the H100 at 1048576 x 12 (29.31 -> 33.44). 4-byte
-// packs (16-bit rows of 10 or 50) and float32 rows on 8-byte packs lost or came out even (bfloat16
-// ReduceScale 524288 x 10 15.36 -> 20.61), and so did the backward on 8-byte packs (bfloat16
-// 262144 x 20 14.94 -> 18.27).
-template <typename In, typename Out, typename Acc, typename Policy, int kHalf>
-void launch_half_packs(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
-  auto run = [&](auto packs_tag, auto width_tag) {
-    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-    auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kHalf, kPacks, kWidth>;
-    const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
-    kernel<<<warp_kernel_grid(kernel, groups, true), kBlock, 0, stream>>>(x, y, g, policy);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-  };
-  const int64_t packs = g.cols / kHalf;
-  if (packs <= 4) run(Int<1>{}, Int<4>{});
-  else if (packs <= 8) run(Int<2>{}, Int<4>{});
-  else run(Int<2>{}, Int<8>{});
-}
-
 template <typename In, typename Out, typename Acc, typename Policy>
 void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y, const Policy& policy) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -773,16 +747,32 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
                          is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
   // 16-bit rows of 3-15 whole 8-byte packs (12-60 values, a multiple of 4 but not of 8), x's and
-  // y's rows on 8-byte boundaries, take the warp kernel on 8-byte packs (launch_half_packs), before
-  // the tile (12) and the peeled warp (20-60). REDUCE_OPS_HALF_PACKS=off (a developer knob) skips it,
-  // and so do REDUCE_OPS_ROW_TILE=on and a forced strategy.
+  // y's rows on 8-byte boundaries, take "warp" on 8-byte packs, before the tile (12) and the peeled
+  // warp (20-60): lane groups of 4 (up to 4 packs, a pack a lane) or 4 and 8 lanes of 2 packs, on
+  // kPeeledWarpWaves waves. REDUCE_OPS_HALF_PACKS=off (a developer knob) skips it, and so do
+  // REDUCE_OPS_ROW_TILE=on and a forced strategy. Against the tile (12) and the peeled warp
+  // (20-60), us (h100_study/session64_packs.txt and h200_study/session64_packs.txt; torch.compile in
+  // brackets): H100, ReduceScale bfloat16 131072 x 20 11.33 -> 9.82 (9.82), 524288 x 20 27.87 ->
+  // 23.55 (20.54), 1048576 x 12 29.31 -> 28.45 (24.77), 65536 x 28 9.55 -> 8.51, 32768 x 60 8.80 ->
+  // 8.45; softmax 131072 x 20 11.81 -> 9.76 (11.68), 1048576 x 12 28.99 -> 26.59, 65536 x 52 11.84
+  // -> 10.88; float16 alike. H200, ReduceScale bfloat16 262144 x 20 15.46 -> 13.60 (13.18), 524288
+  // x 20 25.34 -> 20.61 (18.14), 131072 x 12 8.67 -> 8.29, 32768 x 60 8.22 -> 7.62; softmax 262144 x
+  // 20 15.78 -> 13.06 (14.37), 524288 x 20 25.50 -> 19.74 (23.20), 1048576 x 12 26.85 -> 24.93; one
+  // loss, ReduceScale 1048576 x 12 26.78 -> 27.84 (19.71). 16 waves lost on the H100 at 1048576 x
+  // 12 (29.31 -> 33.44). 4-byte packs (16-bit rows of 10 or 50) and float32 rows on 8-byte packs
+  // lost or came out even (bfloat16 ReduceScale 524288 x 10 15.36 -> 20.61), and so did the
+  // backward on 8-byte packs (bfloat16 262144 x 20 14.94 -> 18.27).
   if constexpr (std::is_same_v<In, Out> && sizeof(In) == 2) {
     constexpr int kHalf = kVec / 2;
     const bool half_packs = g.cols % kHalf == 0 && g.cols >= 3 * kHalf && g.cols <= 15 * kHalf &&
                             g.x_row_stride % kHalf == 0 && g.y_row_stride % kHalf == 0 && is_aligned(xp, 8) &&
                             is_aligned(yp, 8) && !ForcedStrategy().any() && !env_equals("REDUCE_OPS_HALF_PACKS", "off") &&
                             !env_equals("REDUCE_OPS_ROW_TILE", "on");
-    if (half_packs) return launch_half_packs<In, Out, Acc, Policy, kHalf>(xp, yp, g, policy, stream);
+    if (half_packs) {
+      launch_warp<In, Out, Acc, Policy, kHalf, false>(xp, yp, g, policy, stream, /*few_waves=*/true);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
   }
   // Rows that are not whole 16-byte packs, x's and y's rows contiguous on 16-byte boundaries (a
   // fresh y, or x itself), go a tile of consecutive rows a block through shared memory
