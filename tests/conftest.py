@@ -488,7 +488,7 @@ def half_pack_rows(shape, dtype, layout):
 
 
 def clear_row_knobs(monkeypatch):
-    for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS"):
+    for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -519,9 +519,33 @@ def template_args(name, kernel):
 
 
 def row_norm_warp_packs(names):
-    """The pack widths (kVec, elements) of the row_norm_warp_kernel launches among `names`."""
-    args = [template_args(n, "row_norm_warp_kernel") for n in names]
+    """The pack widths (kVec, elements) of the warp kernels' launches among `names`
+    (row_norm_warp_kernel, row_norm_rows_kernel)."""
+    args = [template_args(n, k) for n in names for k in ("row_norm_warp_kernel", "row_norm_rows_kernel")]
     return [a[4] for a in args if a is not None]
+
+
+# 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time
+# (REDUCE_OPS_WARP_ROWS=off: the looping row_norm_warp_kernel): rows of 3, 5, 9 and 15 packs (lane
+# groups of 4 with 1 and 2 packs a lane, of 8), 700 rows (the last block's rows end inside it).
+warp_rows_held = pytest.mark.parametrize("held", ["auto", "off"])
+warp_rows_cols = pytest.mark.parametrize("cols", [12, 20, 36, 60], ids=lambda c: f"cols{c}")
+
+
+def warp_rows_input(monkeypatch, held, cols, dtype, big):
+    """(x, kernels) where x is 700 rows of `cols` (peeled_edge_rows specials), REDUCE_OPS_WARP_ROWS
+    unset ("auto") or "off"; kernels(fn) asserts that fn() ran row_norm_rows_kernel exactly where
+    held is "auto"."""
+    clear_row_knobs(monkeypatch)
+    if held != "auto":
+        monkeypatch.setenv("REDUCE_OPS_WARP_ROWS", held)
+    x = peeled_edge_rows(make_input((700, cols), dtype, "cuda"), big)
+
+    def kernels(fn):
+        names = cuda_kernels_run(fn)
+        assert any("row_norm_rows_kernel" in n for n in names) == (held == "auto"), names
+
+    return x, kernels
 
 
 # The "tile" kernels (softmax.cu's tile_plan: a tile of consecutive rows a block, through shared

@@ -38,6 +38,9 @@ from conftest import (  # noqa: E402
     tile_row_cases,
     unaligned_row_cases,
     unaligned_rows,
+    warp_rows_cols,
+    warp_rows_held,
+    warp_rows_input,
 )
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
@@ -552,6 +555,22 @@ def test_reduce_scale_half_packs_rows(monkeypatch, shape, dtype, layout):
     x[7] = 0.0
     assert_half_packs_launch(lambda: reduce_ops.reduce_scale(x), shape, layout)
     check_same_bits_without(monkeypatch, "REDUCE_OPS_HALF_PACKS", x, half_pack_rows(shape, dtype, layout).copy_(x))
+
+
+# 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel, as
+# test_softmax_rows_held_at_once): big, NaN, -inf and zero rows, eps, in place, one row, strided
+# rows; the same bits as one row at a time (REDUCE_OPS_WARP_ROWS=off).
+@requires_cuda
+@warp_rows_held
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@warp_rows_cols
+def test_reduce_scale_rows_held_at_once(monkeypatch, held, dtype, cols):
+    x, kernels = warp_rows_input(monkeypatch, held, cols, dtype, 1000.0)
+    x[7] = 0.0
+    kernels(lambda: reduce_ops.reduce_scale(x))
+    check_reduce_scale(x[:1])
+    check_reduce_scale(make_input((700, cols + 4), dtype, "cuda")[:, :cols])
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_ROWS", x, x.clone())
 
 
 @requires_cuda

@@ -38,6 +38,9 @@ from conftest import (  # noqa: E402
     tile_row_cases,
     unaligned_row_cases,
     unaligned_rows,
+    warp_rows_cols,
+    warp_rows_held,
+    warp_rows_input,
 )
 
 ROW_LENGTHS = [1, 2, 3, 7, 31, 32, 33, 127, 128, 129, 1000, 1024, 1025, 4096, 5000,
@@ -557,6 +560,22 @@ def test_softmax_half_packs_rows(monkeypatch, shape, dtype, layout):
     monkeypatch.setenv("REDUCE_OPS_HALF_PACKS", "off")
     assert "4" not in row_norm_warp_packs(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1)))
     check_softmax(x, -1)
+
+
+# 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time
+# (REDUCE_OPS_WARP_ROWS=off): big, NaN and -inf rows (peeled_edge_rows), exps that go subnormal
+# (the exp mode of a thread's rows), one row, rows strided past their length.
+@requires_cuda
+@warp_rows_held
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@warp_rows_cols
+def test_softmax_rows_held_at_once(monkeypatch, held, dtype, cols):
+    x, kernels = warp_rows_input(monkeypatch, held, cols, dtype, 30.0)
+    kernels(lambda: reduce_ops.softmax(x, -1))
+    check_softmax(x, -1)
+    check_softmax(x[:1], -1)
+    check_softmax((-100.0 * torch.rand(x.shape, device="cuda")).to(dtype), -1)
+    check_softmax(make_input((700, cols + 4), dtype, "cuda")[:, :cols], -1)
 
 
 @requires_cuda

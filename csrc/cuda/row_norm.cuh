@@ -6,6 +6,8 @@
 //
 //   row_norm_warp_kernel      kWidth (<= 32) lanes per row, the row in registers
 //                             (kPacks packs of kVec per lane): one read, one write.
+//                             row_norm_rows_kernel: the same, kRows rows a lane group at once
+//                             (16-bit rows of 8-byte packs).
 //   row_norm_regs_kernel      kCluster = false ("block"): a block per row, kPacks 16-byte packs
 //                             per thread in registers: one read, one write.
 //                             kCluster = true ("cluster", sm_90+): C blocks of a thread block
@@ -566,6 +568,100 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     }
     edges.store(yr, finish, stat);
     if (lane == 0) policy.write_stat(row, stat);
+  }
+}
+
+// "warp" a lane group kRows rows at once: short rows of whole packs (kVec > 1, not peeled), kWidth
+// lanes a row with kPacks packs a lane, as row_norm_warp_kernel, but each lane group holds kRows
+// rows (the block's rows first + r x kGroups, r < kRows), all their loads in flight before the
+// first fold, and the block takes its kRows x kGroups rows once (no row loop, no next row held
+// ahead). The rows' maxes, sums and shuffles go side by side, so the work a lane does per row
+// besides its values (addresses, shuffles, the finisher) is kRows-fold independent, as in
+// torch.compile's persistent reductions (XBLOCK rows a program). Plain loads (the launcher takes it
+// for 8-byte packs, which row_loads_marked never marks). Softmax keeps its exps in registers where
+// they take at most 32 (else takes them again for the write).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth, int kRows>
+__global__ void __launch_bounds__(kBlock) row_norm_rows_kernel(const In* __restrict__ x, Out* __restrict__ y,
+                                                               RowGeometry g, Policy policy) {
+  static_assert(kWidth <= kWarpSize && kVec > 1, "a group lives inside one warp; whole packs");
+  constexpr int kGroups = kBlock / kWidth;
+  constexpr bool kHoldExps = Policy::kNeedsSum && kRows * kPacks * kVec <= 32;
+  const int lane = threadIdx.x % kWidth;
+  const int packs = static_cast<int>(g.cols / kVec);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * (kGroups * kRows) + threadIdx.x / kWidth;
+  bool row_ok[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) row_ok[r] = first + r * kGroups < g.rows;
+  auto held = [&](int r, int p) { return row_ok[r] && p * kWidth + lane < packs; };
+  auto col = [&](int p) { return (p * kWidth + lane) * kVec; };
+  PackWords<In, kVec> w[kRows][kPacks];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (held(r, p)) w[r][p].load(x + (first + r * kGroups) * g.x_row_stride + col(p));
+    }
+  }
+  Acc stat[kRows], sum[kRows];
+  bool normal = true;  // softmax: every exp this thread takes is of a normal result (with_exp_mode)
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    MaxFold<In, Acc, Policy> fold;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (held(r, p)) fold.add(w[r][p]);
+    }
+    stat[r] = fold.max();
+    sum[r] = fold.min();  // the row's min until the max is known
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    stat[r] = policy.stat(warp_all_reduce<kWidth>(stat[r], MaxOp<Acc>()));
+    normal = normal && Policy::exp_is_normal(sum[r], stat[r]);
+  }
+  Acc e[kHoldExps ? kRows : 1][kHoldExps ? kPacks : 1][kHoldExps ? kVec : 1];
+  if constexpr (Policy::kNeedsSum) {
+    with_exp_mode(normal, [&](auto mode) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        Acc s = Acc(0);
+#pragma unroll
+        for (int p = 0; p < kPacks; ++p) {
+          if (held(r, p)) {
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) {
+              const Acc t = Policy::template transform<decltype(mode)::value>(w[r][p].template get<Acc>(k), stat[r]);
+              if constexpr (kHoldExps) e[r][p][k] = t;
+              s += t;
+            }
+          }
+        }
+        sum[r] = s;
+      }
+    });
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) sum[r] = warp_all_reduce<kWidth>(sum[r], SumOp<Acc>());
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (!row_ok[r]) continue;
+    const int64_t row = first + r * kGroups;
+    const auto finish = policy.finisher(stat[r], sum[r]);
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (held(r, p)) {
+        Acc o[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          Acc t;
+          if constexpr (kHoldExps) t = e[r][p][k];
+          else t = Policy::transform(w[r][p].template get<Acc>(k), stat[r]);
+          o[k] = finish(t);
+        }
+        store_pack<Out, Acc, kVec>(y + row * g.y_row_stride + col(p), o);
+      }
+    }
+    if (lane == 0) policy.write_stat(row, stat[r]);
   }
 }
 

@@ -383,8 +383,8 @@ bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread
   return false;
 }
 
-// kPeeledWarpWaves waves where `few_waves` (peeled rows, and 16-bit rows on 8-byte packs), else
-// kWarpRowWaves.
+// Its looping kernel runs kPeeledWarpWaves waves where `few_waves` (peeled rows, and 16-bit rows on
+// 8-byte packs under REDUCE_OPS_WARP_ROWS=off), else kWarpRowWaves.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                  bool few_waves = kPeeled) {
@@ -392,10 +392,32 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   // Marked loads by size (row_loads_marked), but for 16-bit softmax rows.
   const bool marked = kVec * sizeof(In) == 16 &&
                       row_loads_marked(row_traffic<In, Out>(g), !(Policy::kNeedsSum && sizeof(In) == 2));
+  // 16-bit rows of 8-byte packs (launch_row_norm's rows of 3-15 such packs) go 2 rows a lane group
+  // at once, a block over its rows once (row_norm_rows_kernel), where row_norm_warp_kernel loops over
+  // them one at a time. H200 (scripts/rows_ab.py, h200_study/session65_rows.txt, call 3), bfloat16,
+  // us, one at a time -> 2 at once (torch.compile): ReduceScale 1048576 x 12 27.84 -> 25.49 (19.79),
+  // 524288 x 20 20.35 -> 19.44 (18.32), 262144 x 20 13.47 -> 12.62 (13.12), 131072 x 36 13.31 ->
+  // 12.37 (11.66), 32768 x 60 7.65 -> 7.47 (7.25); softmax 24.91 -> 21.55 (21.54), 19.58 -> 18.80
+  // (23.25), 13.02 -> 12.62 (14.38), 12.85 -> 11.76 (14.94), 7.63 -> 7.25 (8.56). 4 rows at once
+  // lost on 8 of these 10 cases and 8 rows on all (ReduceScale 1048576 x 12 30.67: 64-77 registers);
+  // blocks of 64 or 128 threads came out within 2% of 256. 16-byte packs (16-bit rows of 32-256,
+  // float32 of 16-128) came out even or lost (call 2: float32 ReduceScale 524288 x 32 37.52 ->
+  // 38.80, bfloat16 softmax 131072 x 64 13.66 -> 14.11) and keep the loop.
+  // REDUCE_OPS_WARP_ROWS=off (a developer knob, for measurement): one row at a time there too.
+  const bool rows_at_once = !env_equals("REDUCE_OPS_WARP_ROWS", "off");
   auto run = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
     with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
-      auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, decltype(last)::value>;
+      constexpr bool kLast = decltype(last)::value;
+      if constexpr (!kPeeled && kVec * sizeof(In) == 8 && std::is_same_v<In, Out> && kWidth <= 8) {
+        if (rows_at_once) {
+          constexpr int kRows = 2;
+          auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kRows>;
+          kernel<<<ceil_div(g.rows, kBlock / kWidth * kRows), kBlock, 0, stream>>>(x, y, g, policy);
+          return;
+        }
+      }
+      auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast>;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
       kernel<<<warp_kernel_grid(kernel, groups, few_waves), kBlock, 0, stream>>>(x, y, g, policy);
     });
@@ -748,9 +770,10 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
   // 16-bit rows of 3-15 whole 8-byte packs (12-60 values, a multiple of 4 but not of 8), x's and
   // y's rows on 8-byte boundaries, take "warp" on 8-byte packs, before the tile (12) and the peeled
-  // warp (20-60): lane groups of 4 (up to 4 packs, a pack a lane) or 4 and 8 lanes of 2 packs, on
-  // kPeeledWarpWaves waves. REDUCE_OPS_HALF_PACKS=off (a developer knob) skips it, and so do
-  // REDUCE_OPS_ROW_TILE=on and a forced strategy. Against the tile (12) and the peeled warp
+  // warp (20-60): lane groups of 4 (up to 4 packs, a pack a lane) or 4 and 8 lanes of 2 packs, 2
+  // rows a lane group at once since session 65 (launch_warp; before, one at a time on
+  // kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a developer knob) skips it, and so do
+  // REDUCE_OPS_ROW_TILE=on and a forced strategy. Session 64, against the tile (12) and the peeled warp
   // (20-60), us (h100_study/session64_packs.txt and h200_study/session64_packs.txt; torch.compile in
   // brackets): H100, ReduceScale bfloat16 131072 x 20 11.33 -> 9.82 (9.82), 524288 x 20 27.87 ->
   // 23.55 (20.54), 1048576 x 12 29.31 -> 28.45 (24.77), 65536 x 28 9.55 -> 8.51, 32768 x 60 8.80 ->
