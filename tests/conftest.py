@@ -539,7 +539,7 @@ def warp_rows_input(monkeypatch, held, cols, dtype, big):
     clear_row_knobs(monkeypatch)
     if held != "auto":
         monkeypatch.setenv("REDUCE_OPS_WARP_ROWS", held)
-    x = peeled_edge_rows(make_input((700, cols), dtype, "cuda"), big)
+    x = peeled_edge_rows(half_pack_rows((700, cols), dtype, "contiguous"), big)
 
     def kernels(fn):
         names = cuda_kernels_run(fn)
