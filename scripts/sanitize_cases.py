@@ -186,15 +186,16 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     os.environ.pop("REDUCE_OPS_ROW_TILE")
     os.environ.pop("REDUCE_OPS_BACKWARD_TILE")
     # 16-bit rows of 8-byte packs (3-15 of them), 2 rows a lane group at once (row_norm_rows_kernel)
-    # and one at a time (REDUCE_OPS_WARP_ROWS=off): lane groups of 4 and 8, a last block's rows ending
-    # inside it.
+    # and one at a time (REDUCE_OPS_WARP_ROWS=off): lane groups of 2 (rows of 3 packs; of 4 under
+    # REDUCE_OPS_WARP_LANES=4), 4 and 8, a last block's rows ending inside it.
     if dtype == torch.bfloat16:
-        for held in ("auto", "off"):
-            if held == "off":
-                os.environ["REDUCE_OPS_WARP_ROWS"] = "off"
+        for held, knob in [("auto", None), ("off", "REDUCE_OPS_WARP_ROWS"), ("4", "REDUCE_OPS_WARP_LANES")]:
+            if knob:
+                os.environ[knob] = held
             for rows, cols in [(67, 12), (301, 20), (33, 36), (5, 60)]:
                 check_row_ops(f"8-byte packs {held} {dtype} {rows}x{cols}", rows, cols, dtype, tol)
-        os.environ.pop("REDUCE_OPS_WARP_ROWS")
+            if knob:
+                os.environ.pop(knob)
     os.environ["REDUCE_OPS_STRATEGY"] = "smem"
     os.environ["REDUCE_OPS_SMEM_LOAD"] = "packs"  # the middles by loads of packs (no bulk copy)
     check_row_ops(f"smem packs {dtype} 3x9001", 3, 9001, dtype, tol)

@@ -488,7 +488,8 @@ def half_pack_rows(shape, dtype, layout):
 
 
 def clear_row_knobs(monkeypatch):
-    for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS"):
+    for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
+                "REDUCE_OPS_WARP_LANES"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -526,24 +527,46 @@ def row_norm_warp_packs(names):
 
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time
-# (REDUCE_OPS_WARP_ROWS=off: the looping row_norm_warp_kernel): rows of 3, 5, 9 and 15 packs (lane
-# groups of 4 with 1 and 2 packs a lane, of 8), 700 rows (the last block's rows end inside it).
-warp_rows_held = pytest.mark.parametrize("held", ["auto", "off"])
-warp_rows_cols = pytest.mark.parametrize("cols", [12, 20, 36, 60], ids=lambda c: f"cols{c}")
+# (REDUCE_OPS_WARP_ROWS=off: the looping row_norm_warp_kernel): rows of 3, 4, 5, 9 and 15 packs
+# (lane groups of 2 with 2 packs a lane, of 4 with 2, of 8), and under REDUCE_OPS_WARP_LANES=4
+# ("lanes4") rows of 3-4 packs on lane groups of 4 with a pack a lane; 700 rows (the last block's
+# rows end inside it). Rows of 4 packs (16 values) are strided past their length, which keeps them
+# off the 16-byte packs.
+warp_rows_held = pytest.mark.parametrize("held", ["auto", "off", "lanes4"])
+warp_rows_cols = pytest.mark.parametrize("cols", [12, 16, 20, 36, 60], ids=lambda c: f"cols{c}")
+
+
+def warp_rows_lanes(held, cols):
+    """The lanes a row (kWidth) of row_norm_rows_kernel on 16-bit rows of `cols` (launch_warp)."""
+    packs = cols // 4
+    if packs <= 4 and held == "auto":
+        return 2
+    return 4 if packs <= 8 else 8
+
+
+def like_layout(x):
+    """A tensor of x's shape, strides, dtype and device, in fresh storage (values unset)."""
+    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
 
 
 def warp_rows_input(monkeypatch, held, cols, dtype, big):
     """(x, kernels) where x is 700 rows of `cols` (peeled_edge_rows specials), REDUCE_OPS_WARP_ROWS
-    unset ("auto") or "off"; kernels(fn) asserts that fn() ran row_norm_rows_kernel exactly where
-    held is "auto"."""
+    unset ("auto", "lanes4") or "off", REDUCE_OPS_WARP_LANES=4 under "lanes4"; kernels(fn) asserts
+    that fn() ran row_norm_rows_kernel, with warp_rows_lanes' lanes a row, exactly where held is
+    not "off"."""
     clear_row_knobs(monkeypatch)
-    if held != "auto":
+    if held == "off":
         monkeypatch.setenv("REDUCE_OPS_WARP_ROWS", held)
-    x = peeled_edge_rows(half_pack_rows((700, cols), dtype, "contiguous"), big)
+    elif held == "lanes4":
+        monkeypatch.setenv("REDUCE_OPS_WARP_LANES", "4")
+    layout = "row_stride" if cols % 8 == 0 else "contiguous"
+    x = peeled_edge_rows(half_pack_rows((700, cols), dtype, layout), big)
 
     def kernels(fn):
         names = cuda_kernels_run(fn)
-        assert any("row_norm_rows_kernel" in n for n in names) == (held == "auto"), names
+        args = [a for a in (template_args(n, "row_norm_rows_kernel") for n in names) if a is not None]
+        expected = [] if held == "off" else [str(warp_rows_lanes(held, cols))]
+        assert [a[6] for a in args] == expected, names
 
     return x, kernels
 

@@ -29,6 +29,7 @@ from conftest import (  # noqa: E402
     half_pack_cases,
     half_pack_layouts,
     half_pack_rows,
+    like_layout,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
@@ -559,7 +560,7 @@ def test_reduce_scale_half_packs_rows(monkeypatch, shape, dtype, layout):
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel, as
 # test_softmax_rows_held_at_once): big, NaN, -inf and zero rows, eps, in place, one row, strided
-# rows; the same bits as one row at a time (REDUCE_OPS_WARP_ROWS=off).
+# rows; the same bits as one row at a time (REDUCE_OPS_WARP_ROWS=off), on either lane mapping.
 @requires_cuda
 @warp_rows_held
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
@@ -570,7 +571,7 @@ def test_reduce_scale_rows_held_at_once(monkeypatch, held, dtype, cols):
     kernels(lambda: reduce_ops.reduce_scale(x))
     check_reduce_scale(x[:1])
     check_reduce_scale(half_pack_rows((700, cols), dtype, "row_stride"))
-    check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_ROWS", x, x.clone())
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_ROWS", x, like_layout(x).copy_(x))
 
 
 @requires_cuda

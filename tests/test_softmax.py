@@ -29,6 +29,7 @@ from conftest import (  # noqa: E402
     half_pack_cases,
     half_pack_layouts,
     half_pack_rows,
+    like_layout,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
@@ -562,8 +563,8 @@ def test_softmax_half_packs_rows(monkeypatch, shape, dtype, layout):
     check_softmax(x, -1)
 
 
-# 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time
-# (REDUCE_OPS_WARP_ROWS=off): big, NaN and -inf rows (peeled_edge_rows), exps that go subnormal
+# 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel, on 2 or 4 lanes a row
+# for rows of 3-4 packs) or one at a time (REDUCE_OPS_WARP_ROWS=off): big, NaN and -inf rows (peeled_edge_rows), exps that go subnormal
 # (the exp mode of a thread's rows), one row, rows strided past their length.
 @requires_cuda
 @warp_rows_held
@@ -574,7 +575,7 @@ def test_softmax_rows_held_at_once(monkeypatch, held, dtype, cols):
     kernels(lambda: reduce_ops.softmax(x, -1))
     check_softmax(x, -1)
     check_softmax(x[:1], -1)
-    check_softmax((-100.0 * torch.rand(x.shape, device="cuda")).to(dtype), -1)
+    check_softmax(like_layout(x).copy_(-100.0 * torch.rand(x.shape, device="cuda")), -1)
     check_softmax(half_pack_rows((700, cols), dtype, "row_stride"), -1)
 
 

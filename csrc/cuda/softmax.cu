@@ -405,18 +405,19 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   // 38.80, bfloat16 softmax 131072 x 64 13.66 -> 14.11) and keep the loop.
   // REDUCE_OPS_WARP_ROWS=off (a developer knob, for measurement): one row at a time there too.
   const bool rows_at_once = !env_equals("REDUCE_OPS_WARP_ROWS", "off");
+  constexpr bool kHalfPackRows = !kPeeled && kVec > 1 && kVec * sizeof(In) == 8 && std::is_same_v<In, Out>;
+  auto run_rows = [&](auto packs_tag, auto width_tag) {
+    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value, kRows = 2;
+    auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kRows>;
+    kernel<<<ceil_div(g.rows, kBlock / kWidth * kRows), kBlock, 0, stream>>>(x, y, g, policy);
+  };
   auto run = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
+    if constexpr (kHalfPackRows && kWidth <= 8) {
+      if (rows_at_once) return run_rows(packs_tag, width_tag);
+    }
     with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
       constexpr bool kLast = decltype(last)::value;
-      if constexpr (!kPeeled && kVec * sizeof(In) == 8 && std::is_same_v<In, Out> && kWidth <= 8) {
-        if (rows_at_once) {
-          constexpr int kRows = 2;
-          auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kRows>;
-          kernel<<<ceil_div(g.rows, kBlock / kWidth * kRows), kBlock, 0, stream>>>(x, y, g, policy);
-          return;
-        }
-      }
       auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast>;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
       kernel<<<warp_kernel_grid(kernel, groups, few_waves), kBlock, 0, stream>>>(x, y, g, policy);
@@ -427,8 +428,20 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   // lane: 442368 x 128 softmax 92% -> 93% of copy (float32), 86 -> 87 (bfloat16), ReduceScale
   // 90 -> 92 and 85 -> 86; 262144 x 256 bfloat16 softmax 88 -> 90, ReduceScale 86 -> 89.
   // REDUCE_OPS_WARP_LANES=32 (a developer knob, for measurement): a whole warp per row.
+  // kHalfPackRows' rows of 3-4 packs (12-16 values) go 2 lanes a row, 2 packs a lane: with 4
+  // lanes of one pack, a row's per-lane work (its addresses, shuffles, ReduceScale's divider) was
+  // paid 4 times for 4 values each. H200 (h200_study/session66_rows.txt, call 1), us, 4 lanes ->
+  // 2 (torch.compile): bfloat16 ReduceScale 1048576 x 12 25.46 -> 22.05 (19.82), softmax 21.62 ->
+  // 20.90 (21.60); float16 alike; call 2, 262144 x 12: ReduceScale 10.34 -> 9.82 (9.79), softmax
+  // 9.31 -> 9.44 (10.02), the one loss. A lane a row (strided 8-byte loads) lost but on the softmax
+  // of 1048576 x 12 (20.70), and 2 lanes lost past 4 packs (ReduceScale 524288 x 20 19.44 -> 21.73,
+  // 32768 x 60 7.36 -> 10.49). REDUCE_OPS_WARP_LANES=4 (a developer knob, for measurement): 4 lanes
+  // there too.
   if constexpr (kVec > 1) {
     if (!env_equals("REDUCE_OPS_WARP_LANES", "32")) {
+      if constexpr (kHalfPackRows) {
+        if (packs <= 4 && rows_at_once && !env_equals("REDUCE_OPS_WARP_LANES", "4")) return run_rows(Int<2>{}, Int<2>{});
+      }
       if (packs <= 4) return run(Int<1>{}, Int<4>{});
       if (packs <= 8) return run(Int<2>{}, Int<4>{});
       if (packs <= 16) return run(Int<2>{}, Int<8>{});
@@ -770,9 +783,9 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
   // 16-bit rows of 3-15 whole 8-byte packs (12-60 values, a multiple of 4 but not of 8), x's and
   // y's rows on 8-byte boundaries, take "warp" on 8-byte packs, before the tile (12) and the peeled
-  // warp (20-60): lane groups of 4 (up to 4 packs, a pack a lane) or 4 and 8 lanes of 2 packs, 2
-  // rows a lane group at once since session 65 (launch_warp; before, one at a time on
-  // kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a developer knob) skips it, and so do
+  // warp (20-60): lane groups of 2 (up to 4 packs, 2 packs a lane, since session 66; 4 lanes of a
+  // pack before) or 4 and 8 lanes of 2 packs, 2 rows a lane group at once since session 65
+  // (launch_warp; before, one at a time on kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a developer knob) skips it, and so do
   // REDUCE_OPS_ROW_TILE=on and a forced strategy. Session 64, against the tile (12) and the peeled warp
   // (20-60), us (h100_study/session64_packs.txt and h200_study/session64_packs.txt; torch.compile in
   // brackets): H100, ReduceScale bfloat16 131072 x 20 11.33 -> 9.82 (9.82), 524288 x 20 27.87 ->
