@@ -489,7 +489,7 @@ def half_pack_rows(shape, dtype, layout):
 
 def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
-                "REDUCE_OPS_WARP_LANES"):
+                "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -542,6 +542,49 @@ def warp_rows_lanes(held, cols):
     if packs <= 4 and held == "auto":
         return 2
     return 4 if packs <= 8 else 8
+
+
+# 16-byte-pack rows of 17-24 and 33-48 packs on the warp kernel (softmax.cu's launch_warp): 3 packs a
+# lane on 8 and 16 lanes (16-bit rows by default, float32 too under REDUCE_OPS_WARP_PACKS=3) or 2 on 16
+# and 32 (float32 by default, 16-bit too under REDUCE_OPS_WARP_PACKS=2), and rows of 16 and 32 packs
+# on either side. 16-bit rows peeled (150, 263, 383) or not; float32 rows aligned only (its
+# unaligned rows of 68-255 go an element a lane).
+WARP_PACK_CASES = [(torch.bfloat16, c) for c in (128, 136, 150, 192, 256, 263, 383, 384)] + \
+    [(torch.float16, c) for c in (150, 384)] + [(torch.float32, c) for c in (64, 68, 96, 128, 132, 192)]
+warp_pack_cases = pytest.mark.parametrize("dtype,cols", WARP_PACK_CASES, ids=lambda v: str(v).replace("torch.", ""))
+warp_pack_modes = pytest.mark.parametrize("mode", ["auto", "2", "3"])
+
+
+def warp_lane_packs(dtype, cols, mode):
+    """(packs a lane, lanes a row) of row_norm_warp_kernel on rows of `cols` (launch_warp's table)
+    under REDUCE_OPS_WARP_PACKS=`mode` ("auto": unset)."""
+    element = torch.empty((), dtype=dtype).element_size()
+    packs = -(-cols // (16 // element))
+    three = mode == "3" or (mode == "auto" and element == 2)
+    if three and (16 < packs <= 24 or 32 < packs <= 48):
+        return 3, 8 if packs <= 24 else 16
+    for most, lanes_packs in ((4, (1, 4)), (8, (2, 4)), (16, (2, 8)), (32, (2, 16)), (64, (2, 32))):
+        if packs <= most:
+            return lanes_packs
+    raise ValueError(f"{cols} values: past the warp cases")
+
+
+def warp_packs_input(monkeypatch, mode, dtype, cols, big):
+    """(x, kernels) where x is 300 rows of `cols` (peeled_edge_rows specials), REDUCE_OPS_WARP_PACKS
+    set to `mode` unless "auto"; kernels(fn) asserts that fn() ran row_norm_warp_kernel once, with
+    warp_lane_packs' packs a lane and lanes a row."""
+    clear_row_knobs(monkeypatch)
+    if mode != "auto":
+        monkeypatch.setenv("REDUCE_OPS_WARP_PACKS", mode)
+    x = peeled_edge_rows(make_input((300, cols), dtype, "cuda"), big)
+
+    def kernels(fn):
+        names = cuda_kernels_run(fn)
+        args = [a for a in (template_args(n, "row_norm_warp_kernel") for n in names) if a is not None]
+        expected = [tuple(str(v) for v in warp_lane_packs(dtype, cols, mode))]
+        assert [(a[5], a[6]) for a in args] == expected, names
+
+    return x, kernels
 
 
 def like_layout(x):

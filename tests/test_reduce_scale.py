@@ -39,6 +39,9 @@ from conftest import (  # noqa: E402
     tile_row_cases,
     unaligned_row_cases,
     unaligned_rows,
+    warp_pack_cases,
+    warp_pack_modes,
+    warp_packs_input,
     warp_rows_cols,
     warp_rows_held,
     warp_rows_input,
@@ -572,6 +575,20 @@ def test_reduce_scale_rows_held_at_once(monkeypatch, held, dtype, cols):
     check_reduce_scale(x[:1])
     check_reduce_scale(half_pack_rows((700, cols), dtype, "row_stride"))
     check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_ROWS", x, like_layout(x).copy_(x))
+
+
+# 16-byte-pack rows of 17-24 and 33-48 packs, 3 packs a lane or 2 (conftest.WARP_PACK_CASES): big,
+# NaN, -inf and zero rows, eps, in place, rows strided past their length; the same bits on 2 packs a
+# lane (REDUCE_OPS_WARP_PACKS=off, any value but 3).
+@requires_cuda
+@warp_pack_modes
+@warp_pack_cases
+def test_reduce_scale_warp_rows_of_two_or_three_packs_a_lane(monkeypatch, mode, dtype, cols):
+    x, kernels = warp_packs_input(monkeypatch, mode, dtype, cols, 1000.0)
+    x[7] = 0.0
+    kernels(lambda: reduce_ops.reduce_scale(x))
+    check_reduce_scale(make_input((300, cols + 8), dtype, "cuda")[:, :cols])
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_PACKS", x, x.clone())
 
 
 @requires_cuda

@@ -39,6 +39,9 @@ from conftest import (  # noqa: E402
     tile_row_cases,
     unaligned_row_cases,
     unaligned_rows,
+    warp_pack_cases,
+    warp_pack_modes,
+    warp_packs_input,
     warp_rows_cols,
     warp_rows_held,
     warp_rows_input,
@@ -577,6 +580,19 @@ def test_softmax_rows_held_at_once(monkeypatch, held, dtype, cols):
     check_softmax(x[:1], -1)
     check_softmax(like_layout(x).copy_(-100.0 * torch.rand(x.shape, device="cuda")), -1)
     check_softmax(half_pack_rows((700, cols), dtype, "row_stride"), -1)
+
+
+# 16-byte-pack rows of 17-24 and 33-48 packs, 3 packs a lane or 2 (conftest.WARP_PACK_CASES): big,
+# NaN and -inf at the rows' ends (a peeled row's edges), one row, rows strided past their length.
+@requires_cuda
+@warp_pack_modes
+@warp_pack_cases
+def test_softmax_warp_rows_of_two_or_three_packs_a_lane(monkeypatch, mode, dtype, cols):
+    x, kernels = warp_packs_input(monkeypatch, mode, dtype, cols, 30.0)
+    kernels(lambda: reduce_ops.softmax(x, -1))
+    check_softmax(x, -1)
+    check_softmax(x[:1], -1)
+    check_softmax(make_input((300, cols + 8), dtype, "cuda")[:, :cols], -1)
 
 
 @requires_cuda

@@ -442,6 +442,22 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
       if constexpr (kHalfPackRows) {
         if (packs <= 4 && rows_at_once && !env_equals("REDUCE_OPS_WARP_LANES", "4")) return run_rows(Int<2>{}, Int<2>{});
       }
+      // 16-bit rows of 17-24 and 33-48 16-byte packs (136-192 and 264-384 values, peeled or not) go
+      // 3 packs a lane on 8 and 16 lanes, where 2 packs a lane on 16 and 32 left up to 47% of the
+      // slots empty and paid a row's per-lane work (addresses, edges, shuffles, the finisher) on
+      // twice the lanes: Nsight Compute, bfloat16 ReduceScale 65536 x 150 (19 packs), 11.2M
+      // instructions, issue-bound (76% of cycles issuing), against torch.compile's 6.3M. H200
+      // (h200_study/session66_rows.txt, call 3), us, 2 packs a lane -> 3 (torch.compile): bfloat16
+      // ReduceScale 65536 x 150 19.15 -> 16.72 (15.79), 32768 x 263 16.82 -> 15.34 (15.68), 131072 x
+      // 160 33.07 -> 26.96 (28.83); softmax 18.91 -> 17.30 (21.01), 17.20 -> 15.60 (18.19), 30.28 ->
+      // 27.22 (38.82). REDUCE_OPS_WARP_PACKS=3 (a developer knob, for measurement): 3 packs a lane
+      // there for float32 too; any other value: 2 packs a lane for every dtype.
+      if constexpr (kVec * sizeof(In) == 16) {
+        if (env_positive("REDUCE_OPS_WARP_PACKS", sizeof(In) == 2 ? 3 : 2) == 3) {
+          if (packs > 16 && packs <= 24) return run(Int<3>{}, Int<8>{});
+          if (packs > 32 && packs <= 48) return run(Int<3>{}, Int<16>{});
+        }
+      }
       if (packs <= 4) return run(Int<1>{}, Int<4>{});
       if (packs <= 8) return run(Int<2>{}, Int<4>{});
       if (packs <= 16) return run(Int<2>{}, Int<8>{});
