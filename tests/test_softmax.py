@@ -567,8 +567,9 @@ def test_softmax_half_packs_rows(monkeypatch, shape, dtype, layout):
 
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel, on 2 or 4 lanes a row
-# for rows of 3-4 packs) or one at a time (REDUCE_OPS_WARP_ROWS=off): big, NaN and -inf rows (peeled_edge_rows), exps that go subnormal
-# (the exp mode of a thread's rows), one row, rows strided past their length.
+# for rows of 3-4 packs) or one at a time (REDUCE_OPS_WARP_ROWS=off): big, NaN and -inf rows
+# (peeled_edge_rows), exps that go subnormal (the exp mode of a thread's rows), one row, rows
+# strided past their length.
 @requires_cuda
 @warp_rows_held
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)

@@ -440,18 +440,23 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   if constexpr (kVec > 1) {
     if (!env_equals("REDUCE_OPS_WARP_LANES", "32")) {
       if constexpr (kHalfPackRows) {
-        if (packs <= 4 && rows_at_once && !env_equals("REDUCE_OPS_WARP_LANES", "4")) return run_rows(Int<2>{}, Int<2>{});
+        if (packs <= 4 && rows_at_once && !env_equals("REDUCE_OPS_WARP_LANES", "4")) {
+          return run_rows(Int<2>{}, Int<2>{});
+        }
       }
-      // 16-bit rows of 17-24 and 33-48 16-byte packs (136-192 and 264-384 values, peeled or not) go
+      // 16-bit rows of 17-24 and 33-48 16-byte packs (129-192 and 257-384 values, peeled or not) go
       // 3 packs a lane on 8 and 16 lanes, where 2 packs a lane on 16 and 32 left up to 47% of the
       // slots empty and paid a row's per-lane work (addresses, edges, shuffles, the finisher) on
       // twice the lanes: Nsight Compute, bfloat16 ReduceScale 65536 x 150 (19 packs), 11.2M
       // instructions, issue-bound (76% of cycles issuing), against torch.compile's 6.3M. H200
-      // (h200_study/session66_rows.txt, call 3), us, 2 packs a lane -> 3 (torch.compile): bfloat16
-      // ReduceScale 65536 x 150 19.15 -> 16.72 (15.79), 32768 x 263 16.82 -> 15.34 (15.68), 131072 x
-      // 160 33.07 -> 26.96 (28.83); softmax 18.91 -> 17.30 (21.01), 17.20 -> 15.60 (18.19), 30.28 ->
-      // 27.22 (38.82). REDUCE_OPS_WARP_PACKS=3 (a developer knob, for measurement): 3 packs a lane
-      // there for float32 too; any other value: 2 packs a lane for every dtype.
+      // (h200_study/session66_rows.txt, call 4), us, 2 packs a lane -> 3 (torch.compile): bfloat16
+      // ReduceScale 65536 x 150 19.30 -> 16.78 (15.84), 131072 x 192 34.62 -> 29.42 (30.35), 65536 x
+      // 384 32.24 -> 29.30 (28.78), 32768 x 263 16.98 -> 15.38 (15.70); softmax 19.10 -> 17.17
+      // (20.91), 32.29 -> 29.33 (40.36), 32.22 -> 29.31 (37.74), 17.34 -> 15.65 (18.34); call 3,
+      // 131072 x 160: 33.07 -> 26.96 (28.83). Float32 rows gained too under the knob (ReduceScale
+      // 131072 x 80 27.81 -> 26.05, 65536 x 192 29.68 -> 29.49) but keep 2 packs a lane until its
+      // peeled rows and narrowing outputs on 3 have run on a GPU. REDUCE_OPS_WARP_PACKS=3 (a
+      // developer knob, for measurement): 3 packs a lane there in every dtype; any other value: 2.
       if constexpr (kVec * sizeof(In) == 16) {
         if (env_positive("REDUCE_OPS_WARP_PACKS", sizeof(In) == 2 ? 3 : 2) == 3) {
           if (packs > 16 && packs <= 24) return run(Int<3>{}, Int<8>{});
@@ -801,8 +806,8 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // y's rows on 8-byte boundaries, take "warp" on 8-byte packs, before the tile (12) and the peeled
   // warp (20-60): lane groups of 2 (up to 4 packs, 2 packs a lane, since session 66; 4 lanes of a
   // pack before) or 4 and 8 lanes of 2 packs, 2 rows a lane group at once since session 65
-  // (launch_warp; before, one at a time on kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a developer knob) skips it, and so do
-  // REDUCE_OPS_ROW_TILE=on and a forced strategy. Session 64, against the tile (12) and the peeled warp
+  // (launch_warp; before, one at a time on kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a
+  // developer knob) skips it, and so do REDUCE_OPS_ROW_TILE=on and a forced strategy. Session 64, against the tile (12) and the peeled warp
   // (20-60), us (h100_study/session64_packs.txt and h200_study/session64_packs.txt; torch.compile in
   // brackets): H100, ReduceScale bfloat16 131072 x 20 11.33 -> 9.82 (9.82), 524288 x 20 27.87 ->
   // 23.55 (20.54), 1048576 x 12 29.31 -> 28.45 (24.77), 65536 x 28 9.55 -> 8.51, 32768 x 60 8.80 ->
