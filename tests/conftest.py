@@ -563,9 +563,9 @@ def warp_lane_packs(dtype, cols, mode):
     three = mode == "3" or (mode == "auto" and element == 2)
     if three and (16 < packs <= 24 or 32 < packs <= 48):
         return 3, 8 if packs <= 24 else 16
-    for most, lanes_packs in ((4, (1, 4)), (8, (2, 4)), (16, (2, 8)), (32, (2, 16)), (64, (2, 32))):
+    for most, mapping in ((4, (1, 4)), (8, (2, 4)), (16, (2, 8)), (32, (2, 16)), (64, (2, 32))):
         if packs <= most:
-            return lanes_packs
+            return mapping
     raise ValueError(f"{cols} values: past the warp cases")
 
 
