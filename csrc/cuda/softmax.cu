@@ -802,22 +802,22 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   const bool vectorize = g.cols % kVec == 0 && g.x_row_stride % kVec == 0 && g.y_row_stride % kVec == 0 &&
                          is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
-  // 16-bit rows of 3-15 whole 8-byte packs (12-60 values, a multiple of 4 but not of 8), x's and
-  // y's rows on 8-byte boundaries, take "warp" on 8-byte packs, before the tile (12) and the peeled
-  // warp (20-60): lane groups of 2 (up to 4 packs, 2 packs a lane, since session 66; 4 lanes of a
-  // pack before) or 4 and 8 lanes of 2 packs, 2 rows a lane group at once since session 65
-  // (launch_warp; before, one at a time on kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a
-  // developer knob) skips it, and so do REDUCE_OPS_ROW_TILE=on and a forced strategy. Session 64, against the tile (12) and the peeled warp
-  // (20-60), us (h100_study/session64_packs.txt and h200_study/session64_packs.txt; torch.compile in
-  // brackets): H100, ReduceScale bfloat16 131072 x 20 11.33 -> 9.82 (9.82), 524288 x 20 27.87 ->
-  // 23.55 (20.54), 1048576 x 12 29.31 -> 28.45 (24.77), 65536 x 28 9.55 -> 8.51, 32768 x 60 8.80 ->
-  // 8.45; softmax 131072 x 20 11.81 -> 9.76 (11.68), 1048576 x 12 28.99 -> 26.59, 65536 x 52 11.84
-  // -> 10.88; float16 alike. H200, ReduceScale bfloat16 262144 x 20 15.46 -> 13.60 (13.18), 524288
-  // x 20 25.34 -> 20.61 (18.14), 131072 x 12 8.67 -> 8.29, 32768 x 60 8.22 -> 7.62; softmax 262144 x
-  // 20 15.78 -> 13.06 (14.37), 524288 x 20 25.50 -> 19.74 (23.20), 1048576 x 12 26.85 -> 24.93; one
-  // loss, ReduceScale 1048576 x 12 26.78 -> 27.84 (19.71). 16 waves lost on the H100 at 1048576 x
-  // 12 (29.31 -> 33.44). 4-byte packs (16-bit rows of 10 or 50) and float32 rows on 8-byte packs
-  // lost or came out even (bfloat16 ReduceScale 524288 x 10 15.36 -> 20.61), and so did the
+  // 16-bit rows of 3-15 whole 8-byte packs (12-60 values, a multiple of 4 but not of 8), x's and y's
+  // rows on 8-byte boundaries, take "warp" on 8-byte packs, before the tile (12) and the peeled warp
+  // (20-60): lane groups of 2 (up to 4 packs, 2 packs a lane, since session 66; 4 lanes of a pack
+  // before) or 4 and 8 lanes of 2 packs, 2 rows a lane group at once since session 65 (launch_warp;
+  // before, one at a time on kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a developer knob)
+  // skips it, and so do REDUCE_OPS_ROW_TILE=on and a forced strategy. Session 64, against the tile (12)
+  // and the peeled warp (20-60), us (h100_study/session64_packs.txt and h200_study/session64_packs.txt;
+  // torch.compile in brackets): H100, ReduceScale bfloat16 131072 x 20 11.33 -> 9.82 (9.82), 524288 x
+  // 20 27.87 -> 23.55 (20.54), 1048576 x 12 29.31 -> 28.45 (24.77), 65536 x 28 9.55 -> 8.51, 32768 x 60
+  // 8.80 -> 8.45; softmax 131072 x 20 11.81 -> 9.76 (11.68), 1048576 x 12 28.99 -> 26.59, 65536 x 52
+  // 11.84 -> 10.88; float16 alike. H200, ReduceScale bfloat16 262144 x 20 15.46 -> 13.60 (13.18),
+  // 524288 x 20 25.34 -> 20.61 (18.14), 131072 x 12 8.67 -> 8.29, 32768 x 60 8.22 -> 7.62; softmax
+  // 262144 x 20 15.78 -> 13.06 (14.37), 524288 x 20 25.50 -> 19.74 (23.20), 1048576 x 12 26.85 ->
+  // 24.93; one loss, ReduceScale 1048576 x 12 26.78 -> 27.84 (19.71). 16 waves lost on the H100 at
+  // 1048576 x 12 (29.31 -> 33.44). 4-byte packs (16-bit rows of 10 or 50) and float32 rows on 8-byte
+  // packs lost or came out even (bfloat16 ReduceScale 524288 x 10 15.36 -> 20.61), and so did the
   // backward on 8-byte packs (bfloat16 262144 x 20 14.94 -> 18.27).
   if constexpr (std::is_same_v<In, Out> && sizeof(In) == 2) {
     constexpr int kHalf = kVec / 2;
