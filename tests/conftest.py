@@ -544,15 +544,20 @@ def warp_rows_lanes(held, cols):
     return 4 if packs <= 8 else 8
 
 
-# 16-byte-pack rows of 17-24 and 33-48 packs on the warp kernel (softmax.cu's launch_warp): 3 packs a
-# lane on 8 and 16 lanes (16-bit rows by default, float32 too under REDUCE_OPS_WARP_PACKS=3) or 2 on 16
-# and 32 (float32 by default, 16-bit too under REDUCE_OPS_WARP_PACKS=2), and rows of 16 and 32 packs
-# on either side. 16-bit rows peeled (150, 263, 383) or not; float32 rows aligned only (its
-# unaligned rows of 68-255 go an element a lane).
-WARP_PACK_CASES = [(torch.bfloat16, c) for c in (128, 136, 150, 192, 256, 263, 383, 384)] + \
-    [(torch.float16, c) for c in (150, 384)] + [(torch.float32, c) for c in (64, 68, 96, 128, 132, 192)]
+# 16-byte-pack rows on the warp kernel (softmax.cu's launch_warp): rows of a pack on one lane, of 2
+# packs on 2, 16-bit rows of 9-12 on 4 lanes of 3 packs, rows of 17-24, 33-48 and 65-95 on 8, 16 and
+# 32 lanes of 3 (by default), or the table before (REDUCE_OPS_WARP_PACKS=2: a pack a lane on 4 lanes
+# up to 4 packs, 2 packs a lane up to 64, 4 up to 128). Rows on either side of each range; 16-bit rows peeled
+# (90, 100, 150, 263, 383, 601) or not, float32 rows peeled (45, 65, 67: its unaligned rows of
+# 68-255 go an element a lane) or not, float64 rows aligned (its rows are not peeled).
+WARP_PACK_CASES = [(torch.bfloat16, c) for c in (8, 16, 24, 32, 64, 72, 90, 100, 128, 136, 150, 192, 200, 256, 263,
+                                                 383, 384, 392, 512, 520, 601, 760, 768)] + \
+    [(torch.float16, c) for c in (16, 96, 150, 384, 600)] + \
+    [(torch.float32, c) for c in (4, 8, 12, 16, 32, 36, 45, 48, 64, 65, 67, 68, 96, 100, 128, 132, 192, 196,
+                                  256)] + \
+    [(torch.float64, c) for c in (2, 4, 8, 32, 34, 40, 64, 70)]
 warp_pack_cases = pytest.mark.parametrize("dtype,cols", WARP_PACK_CASES, ids=lambda v: str(v).replace("torch.", ""))
-warp_pack_modes = pytest.mark.parametrize("mode", ["auto", "2", "3"])
+warp_pack_modes = pytest.mark.parametrize("mode", ["auto", "2"])
 
 
 def warp_lane_packs(dtype, cols, mode):
@@ -560,10 +565,13 @@ def warp_lane_packs(dtype, cols, mode):
     under REDUCE_OPS_WARP_PACKS=`mode` ("auto": unset)."""
     element = torch.empty((), dtype=dtype).element_size()
     packs = -(-cols // (16 // element))
-    three = mode == "3" or (mode == "auto" and element == 2)
-    if three and (16 < packs <= 24 or 32 < packs <= 48):
-        return 3, 8 if packs <= 24 else 16
-    for most, mapping in ((4, (1, 4)), (8, (2, 4)), (16, (2, 8)), (32, (2, 16)), (64, (2, 32))):
+    if mode != "2":
+        for low, high, mapping in ((0, 1, (1, 1)), (1, 2, (1, 2)), (16, 24, (3, 8)), (32, 48, (3, 16)), (64, 95, (3, 32))):
+            if low < packs <= high:
+                return mapping
+        if element == 2 and 8 < packs <= 12:
+            return 3, 4
+    for most, mapping in ((4, (1, 4)), (8, (2, 4)), (16, (2, 8)), (32, (2, 16)), (64, (2, 32)), (128, (4, 32))):
         if packs <= most:
             return mapping
     raise ValueError(f"{cols} values: past the warp cases")
@@ -585,6 +593,13 @@ def warp_packs_input(monkeypatch, mode, dtype, cols, big):
         assert [(a[5], a[6]) for a in args] == expected, names
 
     return x, kernels
+
+
+def off_16_bytes(t):
+    """t's values in a tensor that starts one element past a 16-byte boundary."""
+    v = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)
+    assert v.data_ptr() % 16 != 0
+    return v
 
 
 def like_layout(x):

@@ -9,7 +9,7 @@ import torch
 import reduce_ops
 from conftest import (INNER_STRATEGIES, ROW_STRATEGIES, SMEM_48_KB_CASES, assert_same_bits, cuda_kernels_run,
                       force_inner_strategy, force_load_marks, force_row_strategy, force_tile, make_input,
-                      requires_cuda, tile_row_cases)
+                      off_16_bytes, requires_cuda, template_args, tile_row_cases)
 
 F64 = torch.float64
 
@@ -247,11 +247,30 @@ def test_softmax_backward_loaded_marked_or_plain(monkeypatch, dtype, strategy, r
     assert_same_bits(reduce_ops.softmax_backward(grad, out, -1), marked)
 
 
-def off_16_bytes(t):
-    """t's values in a tensor that starts one element past a 16-byte boundary."""
-    v = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)
-    assert v.data_ptr() % 16 != 0
-    return v
+# Short rows of whole 16-byte packs on the backward warp kernel (softmax.cu's launch_backward_rows):
+# rows of 1, 2 and 3-4 packs on 1, 2 and 4 lanes a row, 5-8 on 8; under REDUCE_OPS_BACKWARD_LANES=8
+# (the table before) all on 8, under =2 rows of a pack on 2. 700 rows (the last block's rows end
+# inside it), a NaN row among them.
+@requires_cuda
+@pytest.mark.parametrize("fewest", ["auto", "8", "2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("packs", [1, 2, 3, 4, 5, 8])
+def test_softmax_backward_short_rows_lanes_a_row(monkeypatch, fewest, dtype, packs):
+    monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
+    if fewest != "auto":
+        monkeypatch.setenv("REDUCE_OPS_BACKWARD_LANES", fewest)
+    cols = packs * 16 // dtype.itemsize
+    x = make_input((700, cols), dtype, "cuda")
+    x[350, cols // 2] = float("nan")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((700, cols), dtype, "cuda")
+    got = []
+    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    lanes = [a[4] for a in (template_args(n, "softmax_backward_warp_kernel") for n in names) if a is not None]
+    least = 1 if fewest == "auto" else int(fewest)
+    assert lanes == [str(max(least, 1 << (packs - 1).bit_length()))], names
+    assert_backward_close(got[0], grad, out, dtype)
 
 
 # Rows that are not whole 16-byte packs: on tensors that start on 16-byte boundaries, the warp

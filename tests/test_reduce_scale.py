@@ -30,6 +30,7 @@ from conftest import (  # noqa: E402
     half_pack_layouts,
     half_pack_rows,
     like_layout,
+    off_16_bytes,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
@@ -577,17 +578,19 @@ def test_reduce_scale_rows_held_at_once(monkeypatch, held, dtype, cols):
     check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_ROWS", x, like_layout(x).copy_(x))
 
 
-# 16-byte-pack rows of 17-24 and 33-48 packs, 3 packs a lane or 2 (conftest.WARP_PACK_CASES): big,
-# NaN, -inf and zero rows, eps, in place, rows strided past their length; the same bits on 2 packs a
-# lane (REDUCE_OPS_WARP_PACKS=off, any value but 3).
+# 16-byte-pack rows on the warp kernel's lanes a row and packs a lane (conftest.WARP_PACK_CASES):
+# big, NaN, -inf and zero rows, eps, in place (on x's copy one element off 16 bytes too: peeled in
+# place, elements out of place), rows strided past their length; the same bits on the table before
+# (REDUCE_OPS_WARP_PACKS=off).
 @requires_cuda
 @warp_pack_modes
 @warp_pack_cases
-def test_reduce_scale_warp_rows_of_two_or_three_packs_a_lane(monkeypatch, mode, dtype, cols):
+def test_reduce_scale_warp_rows_lanes_a_row_and_packs_a_lane(monkeypatch, mode, dtype, cols):
     x, kernels = warp_packs_input(monkeypatch, mode, dtype, cols, 1000.0)
     x[7] = 0.0
     kernels(lambda: reduce_ops.reduce_scale(x))
     check_reduce_scale(make_input((300, cols + 8), dtype, "cuda")[:, :cols])
+    check_reduce_scale_(off_16_bytes(x))
     check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_PACKS", x, x.clone())
 
 

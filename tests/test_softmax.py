@@ -583,12 +583,13 @@ def test_softmax_rows_held_at_once(monkeypatch, held, dtype, cols):
     check_softmax(half_pack_rows((700, cols), dtype, "row_stride"), -1)
 
 
-# 16-byte-pack rows of 17-24 and 33-48 packs, 3 packs a lane or 2 (conftest.WARP_PACK_CASES): big,
-# NaN and -inf at the rows' ends (a peeled row's edges), one row, rows strided past their length.
+# 16-byte-pack rows on the warp kernel's lanes a row and packs a lane (conftest.WARP_PACK_CASES):
+# big, NaN and -inf at the rows' ends (a peeled row's edges), one row, rows strided past their
+# length.
 @requires_cuda
 @warp_pack_modes
 @warp_pack_cases
-def test_softmax_warp_rows_of_two_or_three_packs_a_lane(monkeypatch, mode, dtype, cols):
+def test_softmax_warp_rows_lanes_a_row_and_packs_a_lane(monkeypatch, mode, dtype, cols):
     x, kernels = warp_packs_input(monkeypatch, mode, dtype, cols, 30.0)
     kernels(lambda: reduce_ops.softmax(x, -1))
     check_softmax(x, -1)

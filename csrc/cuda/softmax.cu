@@ -444,23 +444,50 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
           return run_rows(Int<2>{}, Int<2>{});
         }
       }
-      // 16-bit rows of 17-24 and 33-48 16-byte packs (129-192 and 257-384 values, peeled or not) go
-      // 3 packs a lane on 8 and 16 lanes, where 2 packs a lane on 16 and 32 left up to 47% of the
-      // slots empty and paid a row's per-lane work (addresses, edges, shuffles, the finisher) on
-      // twice the lanes: Nsight Compute, bfloat16 ReduceScale 65536 x 150 (19 packs), 11.2M
-      // instructions, issue-bound (76% of cycles issuing), against torch.compile's 6.3M. H200
-      // (h200_study/session66_rows.txt, call 4), us, 2 packs a lane -> 3 (torch.compile): bfloat16
-      // ReduceScale 65536 x 150 19.30 -> 16.78 (15.84), 131072 x 192 34.62 -> 29.42 (30.35), 65536 x
-      // 384 32.24 -> 29.30 (28.78), 32768 x 263 16.98 -> 15.38 (15.70); softmax 19.10 -> 17.17
-      // (20.91), 32.29 -> 29.33 (40.36), 32.22 -> 29.31 (37.74), 17.34 -> 15.65 (18.34); call 3,
-      // 131072 x 160: 33.07 -> 26.96 (28.83). Float32 rows gained too under the knob (ReduceScale
-      // 131072 x 80 27.81 -> 26.05, 65536 x 192 29.68 -> 29.49) but keep 2 packs a lane until its
-      // peeled rows and narrowing outputs on 3 have run on a GPU. REDUCE_OPS_WARP_PACKS=3 (a
-      // developer knob, for measurement): 3 packs a lane there in every dtype; any other value: 2.
+      // 16-byte-pack rows that fill few of their lanes' slots go fewer lanes a row, more packs a
+      // lane, so a row's per-lane work (addresses, edges, shuffles, the finisher) is paid on fewer
+      // lanes and a warp holds more rows: rows of a pack on one lane and of 2 packs on 2 (both were
+      // 4), 16-bit rows of 9-12 packs on 4 lanes of 3 (were 8 of 2), rows of 17-24 and 33-48 on 8
+      // and 16 lanes of 3 (were 16 and 32 of 2), rows of 65-95 on 32 lanes of 3 (were 4 packs a
+      // lane). Nsight Compute, bfloat16 ReduceScale 65536 x 150 (19 packs) on 2 packs a lane: 11.2M
+      // instructions, issue-bound (76% of cycles issuing), against torch.compile's 6.3M. H200, us,
+      // before -> now (torch.compile):
+      //   17-48 (h200_study/session66_rows.txt, call 4): bfloat16 ReduceScale 65536 x 150 19.30 ->
+      //   16.78 (15.84), 131072 x 192 34.62 -> 29.42 (30.35), 65536 x 384 32.24 -> 29.30 (28.78),
+      //   32768 x 263 16.98 -> 15.38 (15.70); softmax 19.10 -> 17.17 (20.91), 32.29 -> 29.33
+      //   (40.36), 32.22 -> 29.31 (37.74), 17.34 -> 15.65 (18.34); float32 (session67_rows.txt,
+      //   call 1) ReduceScale 131072 x 80 27.90 -> 26.13, 131072 x 67 (peeled) 27.95 -> 23.81,
+      //   65536 x 192 29.82 -> 29.57; softmax 28.02 -> 25.98, 27.84 -> 23.81, 29.94 -> 29.12;
+      //   2, 9-12 and 65-95 (session67_rows.txt, call 2): ReduceScale bfloat16 1048576 x 16 36.86
+      //   -> 22.51 (21.60), float32 1048576 x 8 32.40 -> 21.74 (21.54), bfloat16 262144 x 72 32.55
+      //   -> 26.39 (26.91), 262144 x 96 34.75 -> 29.94 (29.66), 262144 x 90 (peeled) 37.71 ->
+      //   36.16, 65536 x 520 43.51 -> 40.37, 65536 x 640 54.75 -> 44.90 (44.84), 65536 x 601
+      //   (peeled) 52.91 -> 46.35 (47.48), 65536 x 700 (peeled) 56.57 -> 51.86 (48.37); softmax
+      //   33.31 -> 21.63, 29.23 -> 21.30, 29.57 -> 26.69, 32.48 -> 29.74, 36.91 -> 35.78, 44.88 ->
+      //   41.02, 48.62 -> 45.04, 55.73 -> 47.84, 60.76 -> 52.02; call 4, bfloat16 65536 x 77
+      //   (h200_models.json's, peeled, 10 packs) ReduceScale 14.48 -> 13.50 (16.00), softmax 14.11
+      //   -> 13.62 (20.85);
+      //   1 (call 3, 2 lanes -> 1): ReduceScale bfloat16 1048576 x 8 20.48 -> 13.63 (13.54), float32
+      //   1048576 x 4 18.18 -> 13.50 (23.31); softmax 18.72 -> 13.23 (14.02), 16.75 -> 13.01 (14.77).
+      // Kept as they were: rows of 3-4 packs (2 lanes of 2, call 3: within 2%, float32 softmax
+      // 262144 x 12 11.79 -> 12.39), float32 rows of 9-12 packs (3 on 4 lanes: 262144 x 36 and x 48
+      // even, peeled 262144 x 45 ReduceScale 32.54 -> 34.14), rows of 96 packs (3 on 32: bfloat16
+      // ReduceScale 131072 x 768 97.49 -> 100.02, softmax even; call 1, 65536 x 768 52.74 ->
+      // 54.82), and 4 packs a lane on 4, 8, 16 lanes at 16, 32, 64 packs (call 1; they load no row
+      // ahead: bfloat16 ReduceScale 442368 x 128 60.24 -> 76.02, 131072 x 256 40.27 -> 44.40).
+      // REDUCE_OPS_WARP_PACKS=2 or off (a developer knob, for measurement): the table before
+      // sessions 66-67 (a pack a lane on 4 lanes up to 4 packs, else 2 packs a lane up to 64, 4 up
+      // to 128); 3 or unset: this one.
       if constexpr (kVec * sizeof(In) == 16) {
-        if (env_positive("REDUCE_OPS_WARP_PACKS", sizeof(In) == 2 ? 3 : 2) == 3) {
+        if (env_positive("REDUCE_OPS_WARP_PACKS", 3) >= 3) {
+          if (packs <= 1) return run(Int<1>{}, Int<1>{});
+          if (packs <= 2) return run(Int<1>{}, Int<2>{});
+          if constexpr (sizeof(In) == 2) {
+            if (packs > 8 && packs <= 12) return run(Int<3>{}, Int<4>{});
+          }
           if (packs > 16 && packs <= 24) return run(Int<3>{}, Int<8>{});
           if (packs > 32 && packs <= 48) return run(Int<3>{}, Int<16>{});
+          if (packs > 64 && packs < 96) return run(Int<3>{}, Int<32>{});
         }
       }
       if (packs <= 4) return run(Int<1>{}, Int<4>{});
@@ -976,8 +1003,21 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       });
     };
     // 16 lanes for 9-16 packs (bfloat16 x 128): 32 lanes left half of them idle (H200,
-    // 442368 x 128 bfloat16: 89% of copy).
-    if (kVec > 1 && packs <= 8) run(Int<1>{}, Int<8>{});
+    // 442368 x 128 bfloat16: 89% of copy). Rows of a pack, of 2 and of 3-4 packs on 1, 2 and 4
+    // lanes, where 8 lanes left 7, 6 or 4 of them idle. H200 (h200_study/session67_rows.txt, call 2),
+    // us, 8 lanes -> 2 or 4 (torch.compile): bfloat16 1048576 x 16 52.19 -> 30.42 (29.78), 1048576
+    // x 8 49.56 -> 22.43 (17.46), 524288 x 32 37.38 -> 30.71 (29.27), 262144 x 24 22.02 -> 15.90
+    // (14.86); float32 1048576 x 8 44.45 -> 29.50 (29.76), 1048576 x 16 57.44 -> 50.88 (52.21),
+    // 262144 x 12 19.06 -> 15.06 (14.85); call 3, a pack on 2 lanes -> 1: bfloat16 1048576 x 8 22.24
+    // -> 17.98 (17.52), float32 1048576 x 4 20.06 -> 17.68 (30.16). A pack a lane, not 2 packs on
+    // fewer lanes: 2 packs a lane over 4, 8, 16 lanes lost at 9-32 packs (call 1: bfloat16 442368 x
+    // 128 82.96 -> 89.82). REDUCE_OPS_BACKWARD_LANES=<n> (a developer knob, for measurement): n
+    // lanes a row at fewest (8: the table before).
+    const int64_t fewest = env_positive("REDUCE_OPS_BACKWARD_LANES", 1);
+    if (kVec > 1 && fewest <= 1 && packs <= 1) run(Int<1>{}, Int<1>{});
+    else if (kVec > 1 && fewest <= 2 && packs <= 2) run(Int<1>{}, Int<2>{});
+    else if (kVec > 1 && fewest <= 4 && packs <= 4) run(Int<1>{}, Int<4>{});
+    else if (kVec > 1 && packs <= 8) run(Int<1>{}, Int<8>{});
     else if (kVec > 1 && packs <= 16) run(Int<1>{}, Int<16>{});
     else if (packs <= 32) run(Int<1>{}, Int<32>{});
     else if (packs <= 64) run(Int<2>{}, Int<32>{});
