@@ -547,9 +547,9 @@ def warp_rows_lanes(held, cols):
 # 16-byte-pack rows on the warp kernel (softmax.cu's launch_warp): rows of a pack on one lane, of 2
 # packs on 2, 16-bit rows of 9-12 on 4 lanes of 3 packs, rows of 17-24, 33-48 and 65-95 on 8, 16 and
 # 32 lanes of 3 (by default), or the table before (REDUCE_OPS_WARP_PACKS=2: a pack a lane on 4 lanes
-# up to 4 packs, 2 packs a lane up to 64, 4 up to 128). Rows on either side of each range; 16-bit rows peeled
-# (90, 100, 150, 263, 383, 601) or not, float32 rows peeled (45, 65, 67: its unaligned rows of
-# 68-255 go an element a lane) or not, float64 rows aligned (its rows are not peeled).
+# up to 4 packs, 2 packs a lane up to 64, 4 up to 128). Rows on either side of each range; 16-bit
+# rows peeled (90, 100, 150, 263, 383, 601) or not, float32 rows peeled (45, 65, 67: its unaligned
+# rows of 68-255 go an element a lane) or not, float64 rows aligned (its rows are not peeled).
 WARP_PACK_CASES = [(torch.bfloat16, c) for c in (8, 16, 24, 32, 64, 72, 90, 100, 128, 136, 150, 192, 200, 256, 263,
                                                  383, 384, 392, 512, 520, 601, 760, 768)] + \
     [(torch.float16, c) for c in (16, 96, 150, 384, 600)] + \
@@ -566,7 +566,8 @@ def warp_lane_packs(dtype, cols, mode):
     element = torch.empty((), dtype=dtype).element_size()
     packs = -(-cols // (16 // element))
     if mode != "2":
-        for low, high, mapping in ((0, 1, (1, 1)), (1, 2, (1, 2)), (16, 24, (3, 8)), (32, 48, (3, 16)), (64, 95, (3, 32))):
+        ranges = ((0, 1, (1, 1)), (1, 2, (1, 2)), (16, 24, (3, 8)), (32, 48, (3, 16)), (64, 95, (3, 32)))
+        for low, high, mapping in ranges:
             if low < packs <= high:
                 return mapping
         if element == 2 and 8 < packs <= 12:
