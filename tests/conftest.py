@@ -519,11 +519,17 @@ def template_args(name, kernel):
     return None
 
 
+def launches_of(names, *kernels):
+    """The template arguments (template_args) of every launch of `kernels` among the profiler
+    kernel names `names`, in names' order."""
+    args = [template_args(n, k) for n in names for k in kernels]
+    return [a for a in args if a is not None]
+
+
 def row_norm_warp_packs(names):
     """The pack widths (kVec, elements) of the warp kernels' launches among `names`
     (row_norm_warp_kernel, row_norm_rows_kernel)."""
-    args = [template_args(n, k) for n in names for k in ("row_norm_warp_kernel", "row_norm_rows_kernel")]
-    return [a[4] for a in args if a is not None]
+    return [a[4] for a in launches_of(names, "row_norm_warp_kernel", "row_norm_rows_kernel")]
 
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time
@@ -589,9 +595,8 @@ def warp_packs_input(monkeypatch, mode, dtype, cols, big):
 
     def kernels(fn):
         names = cuda_kernels_run(fn)
-        args = [a for a in (template_args(n, "row_norm_warp_kernel") for n in names) if a is not None]
         expected = [tuple(str(v) for v in warp_lane_packs(dtype, cols, mode))]
-        assert [(a[5], a[6]) for a in args] == expected, names
+        assert [(a[5], a[6]) for a in launches_of(names, "row_norm_warp_kernel")] == expected, names
 
     return x, kernels
 
@@ -623,9 +628,8 @@ def warp_rows_input(monkeypatch, held, cols, dtype, big):
 
     def kernels(fn):
         names = cuda_kernels_run(fn)
-        args = [a for a in (template_args(n, "row_norm_rows_kernel") for n in names) if a is not None]
         expected = [] if held == "off" else [str(warp_rows_lanes(held, cols))]
-        assert [a[6] for a in args] == expected, names
+        assert [a[6] for a in launches_of(names, "row_norm_rows_kernel")] == expected, names
 
     return x, kernels
 

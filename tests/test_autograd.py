@@ -8,8 +8,8 @@ import torch
 
 import reduce_ops
 from conftest import (INNER_STRATEGIES, ROW_STRATEGIES, SMEM_48_KB_CASES, assert_same_bits, cuda_kernels_run,
-                      force_inner_strategy, force_load_marks, force_row_strategy, force_tile, make_input,
-                      off_16_bytes, requires_cuda, template_args, tile_row_cases)
+                      force_inner_strategy, force_load_marks, force_row_strategy, force_tile, launches_of,
+                      make_input, off_16_bytes, requires_cuda, tile_row_cases)
 
 F64 = torch.float64
 
@@ -267,7 +267,7 @@ def test_softmax_backward_short_rows_lanes_a_row(monkeypatch, fewest, dtype, pac
     grad = make_input((700, cols), dtype, "cuda")
     got = []
     names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
-    lanes = [a[4] for a in (template_args(n, "softmax_backward_warp_kernel") for n in names) if a is not None]
+    lanes = [a[4] for a in launches_of(names, "softmax_backward_warp_kernel")]
     least = 1 if fewest == "auto" else int(fewest)
     assert lanes == [str(max(least, 1 << (packs - 1).bit_length()))], names
     assert_backward_close(got[0], grad, out, dtype)
