@@ -469,12 +469,12 @@ def force_row_strategy(monkeypatch, strategy):
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", hold)
 
 
-# 16-bit rows of whole 8-byte packs ("warp" on 8-byte packs, softmax.cu's launch_row_norm: 3-15 of
-# them, on 8-byte boundaries) and their neighbours: 4 and 68 values (1 and 17 packs) and 22 (not
-# whole packs) go elsewhere, and so does a view that starts on a 4-byte boundary ("offset_2").
+# 16-bit rows of whole 8-byte packs ("warp" on 8-byte packs, softmax.cu's launch_row_norm: one or
+# 3-15 of them, on 8-byte boundaries) and their neighbours: 8 and 68 values (2 and 17 packs) and 22
+# (not whole packs) go elsewhere, and so does a view that starts on a 4-byte boundary ("offset_2").
 # Layouts: contiguous, from an 8-byte (not 16-byte) boundary ("offset_4"), and rows strided past
 # their length ("row_stride").
-HALF_PACK_SHAPES = [(301, 4), (301, 12), (300, 20), (257, 36), (300, 60), (300, 68), (300, 22)]
+HALF_PACK_SHAPES = [(301, 4), (301, 8), (301, 12), (300, 20), (257, 36), (300, 60), (300, 68), (300, 22)]
 half_pack_cases = pytest.mark.parametrize("shape", HALF_PACK_SHAPES, ids=str)
 half_pack_layouts = pytest.mark.parametrize("layout", ["contiguous", "offset_4", "row_stride", "offset_2"])
 
@@ -489,14 +489,16 @@ def half_pack_rows(shape, dtype, layout):
 
 def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
-                "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS"):
+                "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP"):
         monkeypatch.delenv(var, raising=False)
 
 
 def assert_half_packs_launch(fn, shape, layout):
     """fn() takes the warp kernel on 8-byte packs exactly where launch_row_norm should."""
     packs = row_norm_warp_packs(cuda_kernels_run(fn))
-    takes = 3 <= shape[1] // 4 <= 15 and shape[1] % 4 == 0 and shape[1] % 8 != 0 and layout != "offset_2"
+    half_packs = shape[1] // 4
+    takes = (half_packs == 1 or 3 <= half_packs <= 15) and shape[1] % 4 == 0 and shape[1] % 8 != 0 and \
+        layout != "offset_2"
     assert (packs == ["4"]) == takes, packs
 
 
@@ -528,23 +530,26 @@ def launches_of(names, *kernels):
 
 def row_norm_warp_packs(names):
     """The pack widths (kVec, elements) of the warp kernels' launches among `names`
-    (row_norm_warp_kernel, row_norm_rows_kernel)."""
-    return [a[4] for a in launches_of(names, "row_norm_warp_kernel", "row_norm_rows_kernel")]
+    (row_norm_warp_kernel, row_norm_warp_capped_kernel, row_norm_rows_kernel)."""
+    return [a[4] for a in launches_of(names, "row_norm_warp_kernel", "row_norm_warp_capped_kernel",
+                                      "row_norm_rows_kernel")]
 
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time
-# (REDUCE_OPS_WARP_ROWS=off: the looping row_norm_warp_kernel): rows of 3, 4, 5, 9 and 15 packs
-# (lane groups of 2 with 2 packs a lane, of 4 with 2, of 8), and under REDUCE_OPS_WARP_LANES=4
-# ("lanes4") rows of 3-4 packs on lane groups of 4 with a pack a lane; 700 rows (the last block's
-# rows end inside it). Rows of 4 packs (16 values) are strided past their length, which keeps them
-# off the 16-byte packs.
+# (REDUCE_OPS_WARP_ROWS=off: the looping row_norm_warp_kernel): rows of 1, 3, 4, 5, 9 and 15 packs
+# (a lane a row, lane groups of 2 with 2 packs a lane, of 4 with 2, of 8), and under
+# REDUCE_OPS_WARP_LANES=4 ("lanes4") rows of 3-4 packs on lane groups of 4 with a pack a lane; 700
+# rows (the last block's rows end inside it). Rows of 4 packs (16 values) are strided past their
+# length, which keeps them off the 16-byte packs.
 warp_rows_held = pytest.mark.parametrize("held", ["auto", "off", "lanes4"])
-warp_rows_cols = pytest.mark.parametrize("cols", [12, 16, 20, 36, 60], ids=lambda c: f"cols{c}")
+warp_rows_cols = pytest.mark.parametrize("cols", [4, 12, 16, 20, 36, 60], ids=lambda c: f"cols{c}")
 
 
 def warp_rows_lanes(held, cols):
     """The lanes a row (kWidth) of row_norm_rows_kernel on 16-bit rows of `cols` (launch_warp)."""
     packs = cols // 4
+    if packs == 1:
+        return 1
     if packs <= 4 and held == "auto":
         return 2
     return 4 if packs <= 8 else 8
@@ -554,11 +559,12 @@ def warp_rows_lanes(held, cols):
 # packs on 2, 16-bit rows of 9-12 on 4 lanes of 3 packs, rows of 17-24, 33-48 and 65-95 on 8, 16 and
 # 32 lanes of 3 (by default), or the table before (REDUCE_OPS_WARP_PACKS=2: a pack a lane on 4 lanes
 # up to 4 packs, 2 packs a lane up to 64, 4 up to 128). Rows on either side of each range; 16-bit
-# rows peeled (90, 100, 150, 263, 383, 601) or not, float32 rows peeled (45, 65, 67: its unaligned
+# rows peeled (77, 90, 100, 125, 150, 263, 383, 601; 77-125 on the capped kernel where
+# warp_kernel_capped says) or not, float32 rows peeled (45, 65, 67: its unaligned
 # rows of 68-255 go an element a lane) or not, float64 rows aligned (its rows are not peeled).
 WARP_PACK_CASES = [(torch.bfloat16, c) for c in (8, 16, 24, 32, 64, 72, 90, 100, 128, 136, 150, 192, 200, 256, 263,
                                                  383, 384, 392, 512, 520, 601, 760, 768)] + \
-    [(torch.float16, c) for c in (16, 96, 150, 384, 600)] + \
+    [(torch.float16, c) for c in (16, 77, 96, 125, 150, 384, 600)] + \
     [(torch.float32, c) for c in (4, 8, 12, 16, 32, 36, 45, 48, 64, 65, 67, 68, 96, 100, 128, 132, 192, 196,
                                   256)] + \
     [(torch.float64, c) for c in (2, 4, 8, 32, 34, 40, 64, 70)]
@@ -584,19 +590,33 @@ def warp_lane_packs(dtype, cols, mode):
     raise ValueError(f"{cols} values: past the warp cases")
 
 
+def warp_kernel_capped(dtype, cols, mapping, softmax):
+    """Whether launch_warp takes row_norm_warp_capped_kernel (registers capped at 64) for rows of
+    `cols` on `mapping` (packs a lane, lanes a row): peeled bfloat16 rows on 8 lanes of 2 packs,
+    and peeled 16-bit softmax rows on 4 lanes of 3."""
+    element = torch.empty((), dtype=dtype).element_size()
+    peeled = cols * element % 16 != 0
+    return element == 2 and peeled and ((mapping == (2, 8) and dtype == torch.bfloat16) or
+                                        (softmax and mapping == (3, 4)))
+
+
 def warp_packs_input(monkeypatch, mode, dtype, cols, big):
     """(x, kernels) where x is 300 rows of `cols` (peeled_edge_rows specials), REDUCE_OPS_WARP_PACKS
-    set to `mode` unless "auto"; kernels(fn) asserts that fn() ran row_norm_warp_kernel once, with
-    warp_lane_packs' packs a lane and lanes a row."""
+    set to `mode` unless "auto"; kernels(fn, softmax) asserts that fn() ran one warp kernel, with
+    warp_lane_packs' packs a lane and lanes a row, the capped one where warp_kernel_capped says."""
     clear_row_knobs(monkeypatch)
     if mode != "auto":
         monkeypatch.setenv("REDUCE_OPS_WARP_PACKS", mode)
     x = peeled_edge_rows(make_input((300, cols), dtype, "cuda"), big)
 
-    def kernels(fn):
+    def kernels(fn, softmax):
         names = cuda_kernels_run(fn)
-        expected = [tuple(str(v) for v in warp_lane_packs(dtype, cols, mode))]
-        assert [(a[5], a[6]) for a in launches_of(names, "row_norm_warp_kernel")] == expected, names
+        mapping = warp_lane_packs(dtype, cols, mode)
+        capped = warp_kernel_capped(dtype, cols, mapping, softmax)
+        kernel = "row_norm_warp_capped_kernel" if capped else "row_norm_warp_kernel"
+        launches = [(k, a[5], a[6]) for k in ("row_norm_warp_kernel", "row_norm_warp_capped_kernel")
+                    for a in launches_of(names, k)]
+        assert launches == [(kernel, *(str(v) for v in mapping))], names
 
     return x, kernels
 

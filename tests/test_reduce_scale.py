@@ -580,17 +580,18 @@ def test_reduce_scale_rows_held_at_once(monkeypatch, held, dtype, cols):
 
 # 16-byte-pack rows on the warp kernel's lanes a row and packs a lane (conftest.WARP_PACK_CASES):
 # big, NaN, -inf and zero rows, eps, in place (on x's copy one element off 16 bytes too: peeled in
-# place, elements out of place), rows strided past their length; the same bits on the table before
-# (REDUCE_OPS_WARP_PACKS=off).
+# place, elements out of place), rows strided past their length; the same bits on the uncapped
+# kernel (REDUCE_OPS_WARP_CAP=off) and on the table before (REDUCE_OPS_WARP_PACKS=off).
 @requires_cuda
 @warp_pack_modes
 @warp_pack_cases
 def test_reduce_scale_warp_rows_lanes_a_row_and_packs_a_lane(monkeypatch, mode, dtype, cols):
     x, kernels = warp_packs_input(monkeypatch, mode, dtype, cols, 1000.0)
     x[7] = 0.0
-    kernels(lambda: reduce_ops.reduce_scale(x))
+    kernels(lambda: reduce_ops.reduce_scale(x), softmax=False)
     check_reduce_scale(make_input((300, cols + 8), dtype, "cuda")[:, :cols])
     check_reduce_scale_(off_16_bytes(x))
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_CAP", x, x.clone())
     check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_PACKS", x, x.clone())
 
 

@@ -7,7 +7,8 @@
 //   row_norm_warp_kernel      kWidth (<= 32) lanes per row, the row in registers
 //                             (kPacks packs of kVec per lane): one read, one write.
 //                             row_norm_rows_kernel: the same, kRows rows a lane group at once
-//                             (16-bit rows of 8-byte packs).
+//                             (16-bit rows of 8-byte packs). row_norm_warp_capped_kernel: the
+//                             same, its registers capped at 64.
 //   row_norm_regs_kernel      kCluster = false ("block"): a block per row, kPacks 16-byte packs
 //                             per thread in registers: one read, one write.
 //                             kCluster = true ("cluster", sm_90+): C blocks of a thread block
@@ -457,9 +458,9 @@ __device__ __forceinline__ void with_exp_mode(bool normal, Body body) {
 // (RowEdges). kLastLoads (16-byte packs): the packs loaded by load_evict_last, as
 // row_norm_regs_kernel's.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
-          bool kPeeled = false, bool kLastLoads = false>
-__global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
-                                     Policy policy) {
+          bool kPeeled, bool kLastLoads>
+__device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
+                                                   Policy policy) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
   using Packs = RowPacks<In, kVec, kPeeled>;
   using Edges = RowEdges<In, Acc, Policy, (2 * kVec - 2 + kWidth - 1) / kWidth, kPeeled>;
@@ -569,6 +570,24 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
     edges.store(yr, finish, stat);
     if (lane == 0) policy.write_stat(row, stat);
   }
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
+          bool kPeeled = false, bool kLastLoads = false>
+__global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
+                                     Policy policy) {
+  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads>(x, y, g, policy);
+}
+
+// row_norm_warp_kernel with its registers capped at 64, so that 4 blocks share an SM (launch_warp
+// says where). A kernel of its own: __launch_bounds__(kBlock) alone, without the cap, moves ptxas'
+// register and scheduling choices for every warp kernel (some lost 17%).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
+          bool kPeeled = false, bool kLastLoads = false>
+__global__ void __launch_bounds__(kBlock, 4) row_norm_warp_capped_kernel(const In* __restrict__ x,
+                                                                         Out* __restrict__ y, RowGeometry g,
+                                                                         Policy policy) {
+  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads>(x, y, g, policy);
 }
 
 // "warp" a lane group kRows rows at once: short rows of whole packs (kVec > 1, not peeled), kWidth

@@ -406,21 +406,45 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   // REDUCE_OPS_WARP_ROWS=off (a developer knob, for measurement): one row at a time there too.
   const bool rows_at_once = !env_equals("REDUCE_OPS_WARP_ROWS", "off");
   constexpr bool kHalfPackRows = !kPeeled && kVec > 1 && kVec * sizeof(In) == 8 && std::is_same_v<In, Out>;
-  auto run_rows = [&](auto packs_tag, auto width_tag) {
-    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value, kRows = 2;
+  auto run_rows = [&](auto packs_tag, auto width_tag, auto rows_tag) {
+    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
+    constexpr int kRows = decltype(rows_tag)::value;
     auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kRows>;
     kernel<<<ceil_div(g.rows, kBlock / kWidth * kRows), kBlock, 0, stream>>>(x, y, g, policy);
   };
   auto run = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
     if constexpr (kHalfPackRows && kWidth <= 8) {
-      if (rows_at_once) return run_rows(packs_tag, width_tag);
+      if (rows_at_once) return run_rows(packs_tag, width_tag, Int<2>{});
     }
     with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
       constexpr bool kLast = decltype(last)::value;
-      auto kernel = row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast>;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
-      kernel<<<warp_kernel_grid(kernel, groups, few_waves), kBlock, 0, stream>>>(x, y, g, policy);
+      auto launch = [&](auto kernel) {
+        kernel<<<warp_kernel_grid(kernel, groups, few_waves), kBlock, 0, stream>>>(x, y, g, policy);
+      };
+      // Peeled bfloat16 rows on 8 lanes of 2 packs (13-16 packs), and 16-bit softmax rows on 4
+      // lanes of 3 (9-12), take the kernel with its registers capped at 64: 66-72 without, so 3
+      // blocks of 256 an SM instead of 4. H200 (h200_study/session68_rows.txt, call 2), us, plain ->
+      // capped: bfloat16 ReduceScale 131072 x 125 25.38 -> 23.84, 65536 x 100 14.75 -> 14.11, 262144
+      // x 127 43.55 -> 41.79, softmax 25.12 -> 23.62, 14.51 -> 14.37, 43.33 -> 41.82; softmax
+      // 65536 x 77 13.60 -> 12.61, 131072 x 70 18.08 -> 17.63, 262144 x 90 35.84 -> 35.54, float16
+      // 13.57 -> 12.72, 18.11 -> 17.44, 39.20 -> 35.70. Not capped: float16 on 8 lanes of 2 (64
+      // registers unmarked: ReduceScale 131072 x 125 23.65 against 23.78 capped), ReduceScale on 4
+      // lanes of 3 (call 1: 262144 x 90 36.25 -> 36.98), peeled rows on 4 lanes of 2 (73-85
+      // registers, spilled: softmax 262144 x 45 25.68 -> 32.11), 16-bit softmax on 32 lanes of 4
+      // (marked, 68: 65536 x 896 61.09 -> 61.95). REDUCE_OPS_WARP_CAP=off (a developer knob, for
+      // measurement): the plain kernel there too.
+      constexpr bool kCapped =
+          kPeeled && kVec * sizeof(In) == 16 && sizeof(In) == 2 &&
+          ((kPacks == 2 && kWidth == 8 && std::is_same_v<In, c10::BFloat16>) ||
+           (Policy::kNeedsSum && kPacks == 3 && kWidth == 4));
+      if constexpr (kCapped) {
+        if (!env_equals("REDUCE_OPS_WARP_CAP", "off")) {
+          return launch(row_norm_warp_capped_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast>);
+        }
+      }
+      launch(row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast>);
     });
   };
   // Short rows: several rows per warp, two packs per lane past 4, so each lane's per-row work (the
@@ -436,12 +460,17 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   // 9.31 -> 9.44 (10.02), the one loss. A lane a row (strided 8-byte loads) lost but on the softmax
   // of 1048576 x 12 (20.70), and 2 lanes lost past 4 packs (ReduceScale 524288 x 20 19.44 -> 21.73,
   // 32768 x 60 7.36 -> 10.49). REDUCE_OPS_WARP_LANES=4 (a developer knob, for measurement): 4 lanes
-  // there too.
+  // there too. Rows of one 8-byte pack (16-bit rows of 4) go a lane a row (launch_row_norm), softmax
+  // 4 rows at once, ReduceScale 2. H200 (h200_study/session68_rows.txt, call 2), us, 2 -> 4 at once:
+  // softmax bfloat16 1048576 x 4 9.14 -> 8.69 (torch.compile 9.41), float16 9.02 -> 8.66 (8.83),
+  // 4194304 x 4 21.95 -> 21.72 (27.19); ReduceScale bfloat16 1048576 x 4 9.87 -> 10.24 (14.50),
+  // float16 9.87 -> 10.26.
   if constexpr (kVec > 1) {
     if (!env_equals("REDUCE_OPS_WARP_LANES", "32")) {
       if constexpr (kHalfPackRows) {
+        if (packs == 1 && rows_at_once) return run_rows(Int<1>{}, Int<1>{}, Int<Policy::kNeedsSum ? 4 : 2>{});
         if (packs <= 4 && rows_at_once && !env_equals("REDUCE_OPS_WARP_LANES", "4")) {
-          return run_rows(Int<2>{}, Int<2>{});
+          return run_rows(Int<2>{}, Int<2>{}, Int<2>{});
         }
       }
       // 16-byte-pack rows that fill few of their lanes' slots go fewer lanes a row, more packs a
@@ -829,11 +858,14 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   const bool vectorize = g.cols % kVec == 0 && g.x_row_stride % kVec == 0 && g.y_row_stride % kVec == 0 &&
                          is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
-  // 16-bit rows of 3-15 whole 8-byte packs (12-60 values, a multiple of 4 but not of 8), x's and y's
-  // rows on 8-byte boundaries, take "warp" on 8-byte packs, before the tile (12) and the peeled warp
-  // (20-60): lane groups of 2 (up to 4 packs, 2 packs a lane, since session 66; 4 lanes of a pack
-  // before) or 4 and 8 lanes of 2 packs, 2 rows a lane group at once since session 65 (launch_warp;
-  // before, one at a time on kPeeledWarpWaves waves). REDUCE_OPS_HALF_PACKS=off (a developer knob)
+  // 16-bit rows of one or 3-15 whole 8-byte packs (4 or 12-60 values), x's and y's rows on 8-byte
+  // boundaries, take "warp" on 8-byte packs, before the tile (4, 12) and the peeled warp (20-60): a
+  // lane a row (one pack, since session 68), lane groups of 2 (up to 4 packs, 2 packs a lane, since
+  // session 66; 4 lanes of a pack before) or 4 and 8 lanes of 2 packs, 2 rows a lane group at once
+  // since session 65 (launch_warp; before, one at a time on kPeeledWarpWaves waves). Rows of 4, tile
+  // -> a lane a row, H200 (h200_study/session68_rows.txt, call 1), us (torch.compile): ReduceScale
+  // bfloat16 1048576 x 4 13.09 -> 10.14 (16.35), float16 12.96 -> 9.66 (15.42); softmax 13.22 ->
+  // 9.31 (9.62), 13.26 -> 9.36 (8.99). REDUCE_OPS_HALF_PACKS=off (a developer knob)
   // skips it, and so do REDUCE_OPS_ROW_TILE=on and a forced strategy. Session 64, against the tile (12)
   // and the peeled warp (20-60), us (h100_study/session64_packs.txt and h200_study/session64_packs.txt;
   // torch.compile in brackets): H100, ReduceScale bfloat16 131072 x 20 11.33 -> 9.82 (9.82), 524288 x
@@ -848,7 +880,7 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // backward on 8-byte packs (bfloat16 262144 x 20 14.94 -> 18.27).
   if constexpr (std::is_same_v<In, Out> && sizeof(In) == 2) {
     constexpr int kHalf = kVec / 2;
-    const bool half_packs = g.cols % kHalf == 0 && g.cols >= 3 * kHalf && g.cols <= 15 * kHalf &&
+    const bool half_packs = g.cols % kHalf == 0 && (g.cols == kHalf || g.cols >= 3 * kHalf) && g.cols <= 15 * kHalf &&
                             g.x_row_stride % kHalf == 0 && g.y_row_stride % kHalf == 0 && is_aligned(xp, 8) &&
                             is_aligned(yp, 8) && !ForcedStrategy().any() && !env_equals("REDUCE_OPS_HALF_PACKS", "off") &&
                             !env_equals("REDUCE_OPS_ROW_TILE", "on");
