@@ -487,9 +487,31 @@ def half_pack_rows(shape, dtype, layout):
     return make_input((rows * cols + offset,), dtype, "cuda")[offset:].view(rows, cols)
 
 
+# Rows of 2 (softmax.cu's launch_row_norm: 16-bit and float32 rows on their 4- or 8-byte pack's
+# boundaries go a lane a row on row_norm_rows_kernel): contiguous, strided past their length, and a
+# view one element off the pack's boundary ("offset_1"), which goes elsewhere; 1, 301 and 700 rows
+# (the last block's rows end inside it).
+pair_row_cases = pytest.mark.parametrize(
+    "rows,layout", [(r, layout) for r in (1, 301, 700) for layout in ("contiguous", "row_stride", "offset_1")],
+    ids=str)
+
+
+def pair_rows(rows, dtype, layout):
+    if layout == "row_stride":
+        return make_input((rows, 4), dtype, "cuda")[:, :2]
+    offset = {"contiguous": 0, "offset_1": 1}[layout]
+    return make_input((2 * rows + offset,), dtype, "cuda")[offset:].view(rows, 2)
+
+
+def assert_pair_rows_launch(fn, takes):
+    """fn() runs row_norm_rows_kernel on 2-value packs, a lane a row, once if `takes`, else not."""
+    launches = [(a[4], a[6]) for a in launches_of(cuda_kernels_run(fn), "row_norm_rows_kernel")]
+    assert launches == ([("2", "1")] if takes else []), launches
+
+
 def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
-                "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP"):
+                "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP", "REDUCE_OPS_PAIR_ROWS"):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -23,6 +23,7 @@ from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     assert_half_packs_launch,
+    assert_pair_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
     force_tile,
@@ -30,6 +31,8 @@ from conftest import (  # noqa: E402
     half_pack_layouts,
     half_pack_rows,
     like_layout,
+    pair_row_cases,
+    pair_rows,
     off_16_bytes,
     peeled_edge_rows,
     peeled_next_row_cases,
@@ -547,7 +550,21 @@ def test_reduce_scale_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
     check_same_bits_without(monkeypatch, "REDUCE_OPS_ROW_TILE", x, x.clone())
 
 
-# 16-bit rows of 3-15 whole 8-byte packs on the warp kernel by 8-byte packs (as
+# Rows of 2 a lane a row (as test_softmax_rows_of_two): a zero row, eps, in place in the same
+# layout; the same bits as without it (REDUCE_OPS_PAIR_ROWS=off: one max, one scaling per value
+# either way).
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=dtype_id)
+@pair_row_cases
+def test_reduce_scale_rows_of_two(monkeypatch, dtype, rows, layout):
+    clear_row_knobs(monkeypatch)
+    x = peeled_edge_rows(pair_rows(rows, dtype, layout), 1000.0)
+    x[-1] = 0.0
+    assert_pair_rows_launch(lambda: reduce_ops.reduce_scale(x), layout != "offset_1")
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_PAIR_ROWS", x, pair_rows(rows, dtype, layout).copy_(x))
+
+
+# 16-bit rows of one or 3-15 whole 8-byte packs on the warp kernel by 8-byte packs (as
 # test_softmax_half_packs_rows): a zero row, eps, in place; the same bits as without it
 # (REDUCE_OPS_HALF_PACKS=off: one max, one scaling per value either way).
 @requires_cuda

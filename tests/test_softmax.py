@@ -23,6 +23,7 @@ from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     assert_half_packs_launch,
+    assert_pair_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
     force_tile,
@@ -30,6 +31,8 @@ from conftest import (  # noqa: E402
     half_pack_layouts,
     half_pack_rows,
     like_layout,
+    pair_row_cases,
+    pair_rows,
     peeled_edge_rows,
     peeled_next_row_cases,
     peeled_row_cases,
@@ -549,7 +552,24 @@ def test_softmax_tile_rows_automatic(monkeypatch, dtype, cols, tile):
     check_softmax(x, -1)
 
 
-# 16-bit rows of 3-15 whole 8-byte packs (conftest.HALF_PACK_SHAPES) take the warp kernel on 8-byte
+# Rows of 2 a lane a row (conftest.pair_rows) where their packs' boundaries allow, else elsewhere;
+# REDUCE_OPS_PAIR_ROWS=off takes them elsewhere. Big, NaN and infinite values at the rows' ends
+# (peeled_edge_rows), exps down to subnormals.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=dtype_id)
+@pair_row_cases
+def test_softmax_rows_of_two(monkeypatch, dtype, rows, layout):
+    clear_row_knobs(monkeypatch)
+    x = peeled_edge_rows(pair_rows(rows, dtype, layout), 30.0)
+    assert_pair_rows_launch(lambda: reduce_ops.softmax(x, -1), layout != "offset_1")
+    check_softmax(x, -1)
+    check_softmax(pair_rows(rows, dtype, layout).copy_(-100.0 * torch.rand(rows, 2, device="cuda")), -1)
+    monkeypatch.setenv("REDUCE_OPS_PAIR_ROWS", "off")
+    assert_pair_rows_launch(lambda: reduce_ops.softmax(x, -1), False)
+    check_softmax(x, -1)
+
+
+# 16-bit rows of one or 3-15 whole 8-byte packs (conftest.HALF_PACK_SHAPES) take the warp kernel on 8-byte
 # packs automatically, and their neighbours do not; REDUCE_OPS_HALF_PACKS=off takes the tile or the
 # peeled warp. Specials at the rows' edges (peeled_edge_rows: big, NaN, -inf rows).
 @requires_cuda

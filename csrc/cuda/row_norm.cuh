@@ -7,7 +7,7 @@
 //   row_norm_warp_kernel      kWidth (<= 32) lanes per row, the row in registers
 //                             (kPacks packs of kVec per lane): one read, one write.
 //                             row_norm_rows_kernel: the same, kRows rows a lane group at once
-//                             (16-bit rows of 8-byte packs). row_norm_warp_capped_kernel: the
+//                             (16-bit rows of 8-byte packs, rows of 2). row_norm_warp_capped_kernel: the
 //                             same, its registers capped at 64.
 //   row_norm_regs_kernel      kCluster = false ("block"): a block per row, kPacks 16-byte packs
 //                             per thread in registers: one read, one write.
@@ -596,8 +596,8 @@ __global__ void __launch_bounds__(kBlock, 4) row_norm_warp_capped_kernel(const I
 // first fold, and the block takes its kRows x kGroups rows once (no row loop, no next row held
 // ahead). The rows' maxes, sums and shuffles go side by side, so the work a lane does per row
 // besides its values (addresses, shuffles, the finisher) is kRows-fold independent, as in
-// torch.compile's persistent reductions (XBLOCK rows a program). Plain loads (the launcher takes it
-// for 8-byte packs, which row_loads_marked never marks). Softmax keeps its exps in registers where
+// torch.compile's persistent reductions (XBLOCK rows a program). Plain loads (the launchers take it
+// for 8-byte packs and rows of 2, which row_loads_marked never marks). Softmax keeps its exps in registers where
 // they take at most 32 (else takes them again for the write).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth, int kRows>
 __global__ void __launch_bounds__(kBlock) row_norm_rows_kernel(const In* __restrict__ x, Out* __restrict__ y,

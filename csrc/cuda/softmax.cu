@@ -890,6 +890,29 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
       return;
     }
   }
+  // Rows of 2 (16-bit and float32: a 4- or 8-byte pack), x's and y's rows on the pack's boundaries,
+  // go a lane a row on row_norm_rows_kernel, before the tile, as 16-bit rows of 4 above: 2 rows a lane
+  // at once, softmax 4 (the rows of 4's choice, not measured apart here).
+  // REDUCE_OPS_PAIR_ROWS=off (a developer knob) skips it, and so do
+  // REDUCE_OPS_ROW_TILE=on and a forced strategy. H200 (h200_study/session68_rows.txt, call 4), us,
+  // tile -> a lane a row (torch.compile): ReduceScale bfloat16 1048576 x 2 12.59 -> 8.75 (10.67),
+  // 4194304 x 2 31.15 -> 21.95 (26.82), float32 12.30 -> 9.54 (12.59), 33.89 -> 25.39 (40.90);
+  // softmax bfloat16 12.77 -> 7.52 (6.77), 31.10 -> 16.78 (16.02), float32 12.05 -> 8.56 (7.75),
+  // 32.02 -> 21.67 (20.40); float16 1048576 x 2 ReduceScale 12.80 -> 8.88, softmax 11.89 -> 7.23.
+  if constexpr (std::is_same_v<In, Out> && sizeof(In) <= 4) {
+    constexpr int kPair = 2;
+    const bool pairs = g.cols == kPair && g.x_row_stride % kPair == 0 && g.y_row_stride % kPair == 0 &&
+                       is_aligned(xp, kPair * sizeof(In)) && is_aligned(yp, kPair * sizeof(In)) &&
+                       !ForcedStrategy().any() && !env_equals("REDUCE_OPS_PAIR_ROWS", "off") &&
+                       !env_equals("REDUCE_OPS_ROW_TILE", "on");
+    if (pairs) {
+      constexpr int kRows = Policy::kNeedsSum ? 4 : 2;
+      auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kPair, 1, 1, kRows>;
+      kernel<<<ceil_div(g.rows, kBlock * kRows), kBlock, 0, stream>>>(xp, yp, g, policy);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+  }
   // Rows that are not whole 16-byte packs, x's and y's rows contiguous on 16-byte boundaries (a
   // fresh y, or x itself), go a tile of consecutive rows a block through shared memory
   // (row_norm_tile_kernel on tile_plan's tiles) where that won: rows too short to peel (under two
