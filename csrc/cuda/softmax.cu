@@ -383,6 +383,16 @@ bool try_cluster_sizes(int64_t rows, int64_t cols, int64_t packs, int per_thread
   return false;
 }
 
+// Rows of one kVec pack (16-bit rows of 4 on 8-byte packs, launch_warp; rows of 2 on 4- and
+// 8-byte packs, launch_row_norm) go a lane a row on row_norm_rows_kernel, softmax 4 rows a lane at
+// once, ReduceScale 2 (launch_warp says why).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+void launch_lane_rows(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+  constexpr int kRows = Policy::kNeedsSum ? 4 : 2;
+  auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kVec, 1, 1, kRows>;
+  kernel<<<ceil_div(g.rows, kBlock * kRows), kBlock, 0, stream>>>(x, y, g, policy);
+}
+
 // Its looping kernel runs kPeeledWarpWaves waves where `few_waves` (peeled rows, and 16-bit rows on
 // 8-byte packs under REDUCE_OPS_WARP_ROWS=off), else kWarpRowWaves.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
@@ -406,16 +416,15 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   // REDUCE_OPS_WARP_ROWS=off (a developer knob, for measurement): one row at a time there too.
   const bool rows_at_once = !env_equals("REDUCE_OPS_WARP_ROWS", "off");
   constexpr bool kHalfPackRows = !kPeeled && kVec > 1 && kVec * sizeof(In) == 8 && std::is_same_v<In, Out>;
-  auto run_rows = [&](auto packs_tag, auto width_tag, auto rows_tag) {
-    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-    constexpr int kRows = decltype(rows_tag)::value;
+  auto run_rows = [&](auto packs_tag, auto width_tag) {
+    constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value, kRows = 2;
     auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kRows>;
     kernel<<<ceil_div(g.rows, kBlock / kWidth * kRows), kBlock, 0, stream>>>(x, y, g, policy);
   };
   auto run = [&](auto packs_tag, auto width_tag) {
     constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
     if constexpr (kHalfPackRows && kWidth <= 8) {
-      if (rows_at_once) return run_rows(packs_tag, width_tag, Int<2>{});
+      if (rows_at_once) return run_rows(packs_tag, width_tag);
     }
     with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
       constexpr bool kLast = decltype(last)::value;
@@ -468,9 +477,9 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   if constexpr (kVec > 1) {
     if (!env_equals("REDUCE_OPS_WARP_LANES", "32")) {
       if constexpr (kHalfPackRows) {
-        if (packs == 1 && rows_at_once) return run_rows(Int<1>{}, Int<1>{}, Int<Policy::kNeedsSum ? 4 : 2>{});
+        if (packs == 1 && rows_at_once) return launch_lane_rows<In, Out, Acc, Policy, kVec>(x, y, g, policy, stream);
         if (packs <= 4 && rows_at_once && !env_equals("REDUCE_OPS_WARP_LANES", "4")) {
-          return run_rows(Int<2>{}, Int<2>{}, Int<2>{});
+          return run_rows(Int<2>{}, Int<2>{});
         }
       }
       // 16-byte-pack rows that fill few of their lanes' slots go fewer lanes a row, more packs a
@@ -906,9 +915,7 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
                        !ForcedStrategy().any() && !env_equals("REDUCE_OPS_PAIR_ROWS", "off") &&
                        !env_equals("REDUCE_OPS_ROW_TILE", "on");
     if (pairs) {
-      constexpr int kRows = Policy::kNeedsSum ? 4 : 2;
-      auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, kPair, 1, 1, kRows>;
-      kernel<<<ceil_div(g.rows, kBlock * kRows), kBlock, 0, stream>>>(xp, yp, g, policy);
+      launch_lane_rows<In, Out, Acc, Policy, kPair>(xp, yp, g, policy, stream);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
