@@ -488,9 +488,12 @@ def half_pack_rows(shape, dtype, layout):
 
 
 # Rows of 2 (softmax.cu's launch_row_norm: 16-bit and float32 rows on their 4- or 8-byte pack's
-# boundaries go a lane a row on row_norm_rows_kernel): contiguous, strided past their length, and a
-# view one element off the pack's boundary ("offset_1"), which goes elsewhere; 1, 301 and 700 rows
-# (the last block's rows end inside it).
+# boundaries go a lane a row on row_norm_rows_kernel, ReduceScale's and 16-bit softmax rows of
+# contiguous tensors on 16-byte boundaries 2-4 a 16-byte pack on row_norm_packed_rows_kernel;
+# packed_rows_by_default): contiguous, strided past their
+# length, and a view one element off the pack's boundary ("offset_1"), which goes elsewhere; 1, 301
+# and 700 rows (the last block's rows end inside it; 301 leaves a row after the last whole 16-byte
+# pack).
 pair_row_cases = pytest.mark.parametrize(
     "rows,layout", [(r, layout) for r in (1, 301, 700) for layout in ("contiguous", "row_stride", "offset_1")],
     ids=str)
@@ -503,25 +506,63 @@ def pair_rows(rows, dtype, layout):
     return make_input((2 * rows + offset,), dtype, "cuda")[offset:].view(rows, 2)
 
 
-def assert_pair_rows_launch(fn, takes):
-    """fn() runs row_norm_rows_kernel on 2-value packs, a lane a row, once if `takes`, else not."""
-    launches = [(a[4], a[6]) for a in launches_of(cuda_kernels_run(fn), "row_norm_rows_kernel")]
-    assert launches == ([("2", "1")] if takes else []), launches
+def packed_rows_by_default(x, softmax):
+    """Whether launch_row_norm takes x's rows 2-4 a 16-byte pack (row_norm_packed_rows_kernel) with
+    REDUCE_OPS_PACKED_ROWS unset: rows of 4 or 8 bytes, contiguous (or one row) on 16-byte
+    boundaries; every ReduceScale row, and softmax's 16-bit rows of 2."""
+    rows, cols = x.shape
+    row_bytes = cols * x.element_size()
+    fits = cols >= 2 and row_bytes in (4, 8) and (rows == 1 or x.stride(0) == cols) and x.data_ptr() % 16 == 0
+    return fits and (not softmax or (x.element_size() == 2 and cols == 2))
+
+
+# Rows of 4 or 8 bytes 2-4 a 16-byte pack (row_norm_packed_rows_kernel), forced where it is not the
+# default (REDUCE_OPS_PACKED_ROWS=on): 16-bit rows of 2 and 4, float32 rows of 2; 1 and 3 rows (no
+# whole pack, or one: rows after the last pack only), 301 and 4099 (a row or 3 after the last pack,
+# 4099 over several blocks); contiguous, or from an 8-byte (not 16-byte) boundary ("offset_8"),
+# which goes a lane a row instead.
+packed_row_cases = pytest.mark.parametrize(
+    "dtype,cols,rows,layout",
+    [(dtype, cols, rows, layout)
+     for dtype, cols in ((torch.bfloat16, 2), (torch.bfloat16, 4), (torch.float16, 2), (torch.float16, 4),
+                         (torch.float32, 2))
+     for rows in (1, 3, 301, 4099) for layout in ("contiguous", "offset_8")],
+    ids=lambda v: dtype_id(v) if isinstance(v, torch.dtype) else str(v))
+
+
+def packed_rows(rows, cols, dtype, layout):
+    offset = 0 if layout == "contiguous" else 64 // torch.finfo(dtype).bits
+    return make_input((rows * cols + offset,), dtype, "cuda")[offset:].view(rows, cols)
+
+
+def assert_short_rows_launch(fn, kernel, cols=2):
+    """fn() runs its rows of `cols` values once on row_norm_packed_rows_kernel ("packed"), once on
+    row_norm_rows_kernel a lane a row ("lane": packs of `cols` values), or on neither (None)."""
+    names = cuda_kernels_run(fn)
+    packed = [a[3] for a in launches_of(names, "row_norm_packed_rows_kernel")]
+    lane = [(a[4], a[6]) for a in launches_of(names, "row_norm_rows_kernel")]
+    assert packed == ([str(cols)] if kernel == "packed" else []), names
+    assert lane == ([(str(cols), "1")] if kernel == "lane" else []), names
 
 
 def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
-                "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP", "REDUCE_OPS_PAIR_ROWS"):
+                "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP", "REDUCE_OPS_PAIR_ROWS",
+                "REDUCE_OPS_PACKED_ROWS"):
         monkeypatch.delenv(var, raising=False)
 
 
-def assert_half_packs_launch(fn, shape, layout):
-    """fn() takes the warp kernel on 8-byte packs exactly where launch_row_norm should."""
-    packs = row_norm_warp_packs(cuda_kernels_run(fn))
-    half_packs = shape[1] // 4
-    takes = (half_packs == 1 or 3 <= half_packs <= 15) and shape[1] % 4 == 0 and shape[1] % 8 != 0 and \
-        layout != "offset_2"
+def assert_half_packs_launch(fn, x, layout, softmax):
+    """fn() takes the warp kernel on 8-byte packs exactly where launch_row_norm should (not where
+    it takes x's rows as packed rows, packed_rows_by_default)."""
+    names = cuda_kernels_run(fn)
+    packs = row_norm_warp_packs(names)
+    half_packs = x.shape[1] // 4
+    packed = packed_rows_by_default(x, softmax)
+    takes = (half_packs == 1 or 3 <= half_packs <= 15) and x.shape[1] % 4 == 0 and x.shape[1] % 8 != 0 and \
+        layout != "offset_2" and not packed
     assert (packs == ["4"]) == takes, packs
+    assert bool(launches_of(names, "row_norm_packed_rows_kernel")) == packed, names
 
 
 def template_args(name, kernel):
@@ -659,8 +700,10 @@ def warp_rows_input(monkeypatch, held, cols, dtype, big):
     """(x, kernels) where x is 700 rows of `cols` (peeled_edge_rows specials), REDUCE_OPS_WARP_ROWS
     unset ("auto", "lanes4") or "off", REDUCE_OPS_WARP_LANES=4 under "lanes4"; kernels(fn) asserts
     that fn() ran row_norm_rows_kernel, with warp_rows_lanes' lanes a row, exactly where held is
-    not "off"."""
+    not "off". REDUCE_OPS_PACKED_ROWS=off keeps ReduceScale's contiguous rows of 4 off packed rows
+    (packed_rows_by_default)."""
     clear_row_knobs(monkeypatch)
+    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "off")
     if held == "off":
         monkeypatch.setenv("REDUCE_OPS_WARP_ROWS", held)
     elif held == "lanes4":

@@ -23,7 +23,7 @@ from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     assert_half_packs_launch,
-    assert_pair_rows_launch,
+    assert_short_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
     force_tile,
@@ -31,6 +31,9 @@ from conftest import (  # noqa: E402
     half_pack_layouts,
     half_pack_rows,
     like_layout,
+    packed_row_cases,
+    packed_rows,
+    packed_rows_by_default,
     pair_row_cases,
     pair_rows,
     off_16_bytes,
@@ -550,9 +553,10 @@ def test_reduce_scale_tile_rows(monkeypatch, lanes, tile_bytes, dtype, shape):
     check_same_bits_without(monkeypatch, "REDUCE_OPS_ROW_TILE", x, x.clone())
 
 
-# Rows of 2 a lane a row (as test_softmax_rows_of_two): a zero row, eps, in place in the same
-# layout; the same bits as without it (REDUCE_OPS_PAIR_ROWS=off: one max, one scaling per value
-# either way).
+# Rows of 2 (as test_softmax_rows_of_two): contiguous tensors' rows 2-4 a 16-byte pack, other rows on
+# their packs' boundaries a lane a row, the rest elsewhere: a zero row, eps, in place in the same
+# layout; a lane a row (REDUCE_OPS_PACKED_ROWS=off), the same bits as without it
+# (REDUCE_OPS_PAIR_ROWS=off: one max, one scaling per value either way).
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=dtype_id)
 @pair_row_cases
@@ -560,8 +564,26 @@ def test_reduce_scale_rows_of_two(monkeypatch, dtype, rows, layout):
     clear_row_knobs(monkeypatch)
     x = peeled_edge_rows(pair_rows(rows, dtype, layout), 1000.0)
     x[-1] = 0.0
-    assert_pair_rows_launch(lambda: reduce_ops.reduce_scale(x), layout != "offset_1")
+    lane = "lane" if layout != "offset_1" else None
+    assert_short_rows_launch(lambda: reduce_ops.reduce_scale(x), "packed" if packed_rows_by_default(x, False) else lane)
+    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "off")
+    assert_short_rows_launch(lambda: reduce_ops.reduce_scale(x), lane)
     check_same_bits_without(monkeypatch, "REDUCE_OPS_PAIR_ROWS", x, pair_rows(rows, dtype, layout).copy_(x))
+
+
+# Rows of 4 or 8 bytes 2-4 a 16-byte pack (conftest.packed_row_cases; ReduceScale's default, forced
+# here all the same), their scales 2 or 4 a store: a zero row, eps, in place; the same bits as a lane
+# a row (REDUCE_OPS_PACKED_ROWS=off).
+@requires_cuda
+@packed_row_cases
+def test_reduce_scale_packed_rows(monkeypatch, dtype, cols, rows, layout):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "on")
+    x = peeled_edge_rows(packed_rows(rows, cols, dtype, layout), 1000.0)
+    x[-1] = 0.0
+    kernel = "packed" if layout == "contiguous" else "lane"
+    assert_short_rows_launch(lambda: reduce_ops.reduce_scale(x), kernel, cols)
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_PACKED_ROWS", x, packed_rows(rows, cols, dtype, layout).copy_(x))
 
 
 # 16-bit rows of one or 3-15 whole 8-byte packs on the warp kernel by 8-byte packs (as
@@ -575,7 +597,7 @@ def test_reduce_scale_half_packs_rows(monkeypatch, shape, dtype, layout):
     clear_row_knobs(monkeypatch)
     x = peeled_edge_rows(half_pack_rows(shape, dtype, layout), 1000.0)
     x[7] = 0.0
-    assert_half_packs_launch(lambda: reduce_ops.reduce_scale(x), shape, layout)
+    assert_half_packs_launch(lambda: reduce_ops.reduce_scale(x), x, layout, softmax=False)
     check_same_bits_without(monkeypatch, "REDUCE_OPS_HALF_PACKS", x, half_pack_rows(shape, dtype, layout).copy_(x))
 
 

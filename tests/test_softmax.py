@@ -23,7 +23,7 @@ from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     assert_half_packs_launch,
-    assert_pair_rows_launch,
+    assert_short_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
     force_tile,
@@ -31,6 +31,9 @@ from conftest import (  # noqa: E402
     half_pack_layouts,
     half_pack_rows,
     like_layout,
+    packed_row_cases,
+    packed_rows,
+    packed_rows_by_default,
     pair_row_cases,
     pair_rows,
     peeled_edge_rows,
@@ -552,21 +555,40 @@ def test_softmax_tile_rows_automatic(monkeypatch, dtype, cols, tile):
     check_softmax(x, -1)
 
 
-# Rows of 2 a lane a row (conftest.pair_rows) where their packs' boundaries allow, else elsewhere;
-# REDUCE_OPS_PAIR_ROWS=off takes them elsewhere. Big, NaN and infinite values at the rows' ends
-# (peeled_edge_rows), exps down to subnormals.
+# Rows of 2 (conftest.pair_rows): 16-bit rows of contiguous tensors 4 a 16-byte pack, other rows on
+# their packs' boundaries a lane a row, the rest elsewhere; REDUCE_OPS_PACKED_ROWS=off takes the
+# packed ones a lane a row, and REDUCE_OPS_PAIR_ROWS=off as well takes every one elsewhere. Big, NaN
+# and infinite values at the rows' ends (peeled_edge_rows), exps down to subnormals.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=dtype_id)
 @pair_row_cases
 def test_softmax_rows_of_two(monkeypatch, dtype, rows, layout):
     clear_row_knobs(monkeypatch)
     x = peeled_edge_rows(pair_rows(rows, dtype, layout), 30.0)
-    assert_pair_rows_launch(lambda: reduce_ops.softmax(x, -1), layout != "offset_1")
+    lane = "lane" if layout != "offset_1" else None
+    assert_short_rows_launch(lambda: reduce_ops.softmax(x, -1), "packed" if packed_rows_by_default(x, True) else lane)
     check_softmax(x, -1)
     check_softmax(pair_rows(rows, dtype, layout).copy_(-100.0 * torch.rand(rows, 2, device="cuda")), -1)
-    monkeypatch.setenv("REDUCE_OPS_PAIR_ROWS", "off")
-    assert_pair_rows_launch(lambda: reduce_ops.softmax(x, -1), False)
+    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "off")
+    assert_short_rows_launch(lambda: reduce_ops.softmax(x, -1), lane)
     check_softmax(x, -1)
+    monkeypatch.setenv("REDUCE_OPS_PAIR_ROWS", "off")
+    assert_short_rows_launch(lambda: reduce_ops.softmax(x, -1), None)
+    check_softmax(x, -1)
+
+
+# Rows of 4 or 8 bytes 2-4 a 16-byte pack, forced (conftest.packed_row_cases; 16-bit rows of 2 take it
+# by default, test_softmax_rows_of_two): specials at the rows' ends, exps down to subnormals.
+@requires_cuda
+@packed_row_cases
+def test_softmax_packed_rows(monkeypatch, dtype, cols, rows, layout):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "on")
+    x = peeled_edge_rows(packed_rows(rows, cols, dtype, layout), 30.0)
+    kernel = "packed" if layout == "contiguous" else "lane"
+    assert_short_rows_launch(lambda: reduce_ops.softmax(x, -1), kernel, cols)
+    check_softmax(x, -1)
+    check_softmax(packed_rows(rows, cols, dtype, layout).copy_(-100.0 * torch.rand(rows, cols, device="cuda")), -1)
 
 
 # 16-bit rows of one or 3-15 whole 8-byte packs (conftest.HALF_PACK_SHAPES) take the warp kernel on 8-byte
@@ -579,7 +601,7 @@ def test_softmax_rows_of_two(monkeypatch, dtype, rows, layout):
 def test_softmax_half_packs_rows(monkeypatch, shape, dtype, layout):
     clear_row_knobs(monkeypatch)
     x = peeled_edge_rows(half_pack_rows(shape, dtype, layout), 30.0)
-    assert_half_packs_launch(lambda: reduce_ops.softmax(x, -1), shape, layout)
+    assert_half_packs_launch(lambda: reduce_ops.softmax(x, -1), x, layout, softmax=True)
     check_softmax(x, -1)
     monkeypatch.setenv("REDUCE_OPS_HALF_PACKS", "off")
     assert "4" not in row_norm_warp_packs(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1)))

@@ -289,9 +289,14 @@ __device__ __forceinline__ T load_evict_last(const T* p) {
 template <typename T>
 __device__ __forceinline__ void store_evict_last(T* p, T v) {
 #if __CUDA_ARCH__ >= 800
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- or 64-bit values");
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16, "32-, 64- or 128-bit values");
   const uint64_t policy = l2_evict_last_policy();
-  if constexpr (sizeof(T) == 4) {
+  if constexpr (sizeof(T) == 16) {
+    uint32_t w[4];
+    memcpy(w, &v, sizeof(w));
+    asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(w[0]), "r"(w[1]),
+                 "r"(w[2]), "r"(w[3]), "l"(policy) : "memory");
+  } else if constexpr (sizeof(T) == 4) {
     uint32_t w;
     memcpy(&w, &v, sizeof(w));
     asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(p), "r"(w), "l"(policy) : "memory");

@@ -79,6 +79,8 @@ struct SoftmaxPolicy {
   __device__ static bool exp_is_normal(Acc lo, Acc max) { return max - lo < Acc(87); }
   __device__ static Finish finisher(Acc, Acc sum) { return {Acc(1) / sum}; }
   __device__ void write_stat(int64_t, Acc) const {}
+  template <int kN>
+  __device__ void write_stats(int64_t, const Acc (&)[kN]) const {}
 };
 
 template <typename Acc>
@@ -99,6 +101,26 @@ struct ReduceScalePolicy {
   __device__ void write_stat(int64_t row, Acc s) const {
     if (scale_evict_last) store_evict_last(scale + row, s);
     else scale[row] = s;
+  }
+  // The stats of kN consecutive rows from `row`: one 8- or 16-byte store where scale + row lies on
+  // its boundary (row_norm_packed_rows_kernel: a thread's 2-4 rows, which a lane a row apart would
+  // store as kN scattered 4-byte stores a warp), else write_stat each.
+  template <int kN>
+  __device__ void write_stats(int64_t row, const Acc (&s)[kN]) const {
+    using Stats = Pack<Acc, kN>;
+    if constexpr (sizeof(Stats) == 8 || sizeof(Stats) == 16) {
+      if (reinterpret_cast<uintptr_t>(scale + row) % sizeof(Stats) == 0) {
+        Stats pk;
+#pragma unroll
+        for (int k = 0; k < kN; ++k) pk.v[k] = s[k];
+        Stats* p = reinterpret_cast<Stats*>(scale + row);
+        if (scale_evict_last) store_evict_last(p, pk);
+        else *p = pk;
+        return;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k) write_stat(row + k, s[k]);
   }
 };
 
@@ -681,6 +703,89 @@ __global__ void __launch_bounds__(kBlock) row_norm_rows_kernel(const In* __restr
       }
     }
     if (lane == 0) policy.write_stat(row, stat[r]);
+  }
+}
+
+// "packed rows": rows of kCols values and 4 or 8 bytes, kRows = 2-4 of them a 16-byte pack, x and y
+// contiguous on 16-byte boundaries. A thread loads one pack and takes its rows itself (no
+// shuffles: a row never crosses a pack), a warp's packs one run of 512 bytes, where the lane-a-row
+// kernel (row_norm_rows_kernel on 4- or 8-byte packs) moves a quarter or half of that a load. The
+// stats of a thread's rows go as one store (Policy::write_stats). The rows after the last whole pack
+// (under kRows) go a thread each in block 0. y may be x: a thread writes only the pack (or row) it
+// has read whole.
+template <typename In, typename Acc, typename Policy, int kCols>
+__global__ void __launch_bounds__(kBlock) row_norm_packed_rows_kernel(const In* x, In* y, int64_t rows,
+                                                                      Policy policy) {
+  constexpr int kVec = 16 / sizeof(In);
+  static_assert(kCols > 1 && kCols < kVec && kVec % kCols == 0, "2-4 whole rows a pack");
+  constexpr int kRows = kVec / kCols;
+  // The n rows of v[n][kCols] (a pack's, or a tail row) turned into y's values, their stats in stat[n].
+  auto normalize = [&policy](auto& v, auto& stat) {
+    constexpr int n = std::extent_v<std::remove_reference_t<decltype(stat)>>;
+    Acc sum[n];
+    bool normal = true;  // softmax: every exp taken is of a normal result (with_exp_mode)
+#pragma unroll
+    for (int r = 0; r < n; ++r) {
+      Acc m = Policy::key(v[r][0]), lo = v[r][0];
+#pragma unroll
+      for (int k = 1; k < kCols; ++k) {
+        m = MaxOp<Acc>()(m, Policy::key(v[r][k]));
+        lo = fmin(lo, v[r][k]);
+      }
+      stat[r] = policy.stat(m);
+      normal = normal && Policy::exp_is_normal(lo, stat[r]);
+    }
+    if constexpr (Policy::kNeedsSum) {
+      with_exp_mode(normal, [&](auto mode) {
+#pragma unroll
+        for (int r = 0; r < n; ++r) {
+          sum[r] = Acc(0);
+#pragma unroll
+          for (int k = 0; k < kCols; ++k) {
+            v[r][k] = Policy::template transform<decltype(mode)::value>(v[r][k], stat[r]);
+            sum[r] += v[r][k];
+          }
+        }
+      });
+    }
+#pragma unroll
+    for (int r = 0; r < n; ++r) {
+      const auto finish = policy.finisher(stat[r], Policy::kNeedsSum ? sum[r] : Acc(0));
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) v[r][k] = finish(Policy::kNeedsSum ? v[r][k] : Policy::transform(v[r][k], stat[r]));
+    }
+  };
+  const int64_t packs = rows / kRows;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < packs) {
+    Acc v[kRows][kCols], stat[kRows];
+    PackWords<In, kVec> w;
+    w.load(x + i * kVec);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) v[r][k] = w.template get<Acc>(r * kCols + k);
+    }
+    normalize(v, stat);
+    Acc o[kVec];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int k = 0; k < kCols; ++k) o[r * kCols + k] = v[r][k];
+    }
+    store_pack<In, Acc, kVec>(y + i * kVec, o);
+    policy.write_stats(i * kRows, stat);
+  }
+  const int64_t tail = rows - packs * kRows;
+  if (blockIdx.x == 0 && threadIdx.x < tail) {
+    const int64_t row = packs * kRows + threadIdx.x;
+    Acc v[1][kCols], stat[1];
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) v[0][k] = static_cast<Acc>(x[row * kCols + k]);
+    normalize(v, stat);
+#pragma unroll
+    for (int k = 0; k < kCols; ++k) y[row * kCols + k] = static_cast<In>(v[0][k]);
+    policy.write_stat(row, stat[0]);
   }
 }
 

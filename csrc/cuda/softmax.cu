@@ -867,6 +867,42 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   const bool vectorize = g.cols % kVec == 0 && g.x_row_stride % kVec == 0 && g.y_row_stride % kVec == 0 &&
                          is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
+  // Rows of 4 or 8 bytes (16-bit rows of 2 or 4, float32 rows of 2) of x and y contiguous on 16-byte
+  // boundaries may go 2-4 rows a 16-byte pack, a thread a pack (row_norm_packed_rows_kernel), before
+  // a lane a row (launch_lane_rows on 4- or 8-byte packs: below, and launch_warp's 16-bit rows of 4).
+  // They do by default where that won: every ReduceScale row (its 2-4 stats a store) and 16-bit
+  // softmax rows of 2. H200 (h200_study/session69_packed_rows.txt, call 2), us, a lane a row ->
+  // packed rows (torch.compile): ReduceScale bfloat16 1048576 x 2 9.01 -> 7.71 (10.93), 4194304 x 2
+  // 22.06 -> 17.02 (27.87), 1048576 x 4 10.08 -> 9.67 (13.48), 4194304 x 4 26.43 -> 25.68 (40.37),
+  // float32 1048576 x 2 9.78 -> 9.68 (12.26), 4194304 x 2 25.63 -> 25.36 (38.69); softmax bfloat16
+  // 1048576 x 2 7.76 -> 7.01 (7.55), 4194304 x 2 16.88 -> 13.65 (15.94), float16 7.68 -> 6.97
+  // (6.53), 16.53 -> 13.29 (15.46). Softmax's 16-bit rows of 4 and float32 rows of 2 came out within
+  // 3% either way (bfloat16 1048576 x 4 8.96 -> 9.12, 4194304 x 4 21.82 -> 21.28; float32 1048576 x 2
+  // 9.04 -> 9.26, 4194304 x 2 21.60 -> 21.26), and stay a lane a row. (Call 1, ReduceScale's stats
+  // stored a row at a time: bfloat16 4194304 x 2 22.19 -> 29.10.) REDUCE_OPS_PACKED_ROWS=on|off (a
+  // developer knob) forces either where the packs fit; a forced strategy and REDUCE_OPS_ROW_TILE=on
+  // skip it.
+  if constexpr (std::is_same_v<In, Out> && sizeof(In) <= 4) {
+    const int64_t row_bytes = g.cols * static_cast<int64_t>(sizeof(In));
+    const bool fits = g.cols >= 2 && (row_bytes == 4 || row_bytes == 8) &&
+                      (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) && is_aligned(xp, 16) &&
+                      is_aligned(yp, 16) && !ForcedStrategy().any() && !env_equals("REDUCE_OPS_ROW_TILE", "on");
+    const bool wins = !Policy::kNeedsSum || (sizeof(In) == 2 && g.cols == 2);
+    if (fits && (env_equals("REDUCE_OPS_PACKED_ROWS", "on") || (wins && !env_equals("REDUCE_OPS_PACKED_ROWS", "off")))) {
+      auto launch = [&](auto cols) {
+        constexpr int kCols = decltype(cols)::value;
+        if constexpr (kCols < kMaxVec<In>) {
+          const int64_t packs = g.rows / (kMaxVec<In> / kCols);
+          const int64_t blocks = std::max<int64_t>(1, ceil_div(packs, int64_t{kBlock}));
+          row_norm_packed_rows_kernel<In, Acc, Policy, kCols><<<blocks, kBlock, 0, stream>>>(xp, yp, g.rows, policy);
+        }
+      };
+      if (g.cols == 2) launch(Int<2>{});
+      else launch(Int<4>{});
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+  }
   // 16-bit rows of one or 3-15 whole 8-byte packs (4 or 12-60 values), x's and y's rows on 8-byte
   // boundaries, take "warp" on 8-byte packs, before the tile (4, 12) and the peeled warp (20-60): a
   // lane a row (one pack, since session 68), lane groups of 2 (up to 4 packs, 2 packs a lane, since
@@ -900,8 +936,9 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
     }
   }
   // Rows of 2 (16-bit and float32: a 4- or 8-byte pack), x's and y's rows on the pack's boundaries,
-  // go a lane a row on row_norm_rows_kernel, before the tile, as 16-bit rows of 4 above: 2 rows a lane
-  // at once, softmax 4 (the rows of 4's choice, not measured apart here).
+  // not taken as packed rows above, go a lane a row on row_norm_rows_kernel, before the tile, as
+  // 16-bit rows of 4 above: 2 rows a lane at once, softmax 4 (the rows of 4's choice, not measured
+  // apart here). The figures below are before packed rows.
   // REDUCE_OPS_PAIR_ROWS=off (a developer knob) skips it, and so do
   // REDUCE_OPS_ROW_TILE=on and a forced strategy. H200 (h200_study/session68_rows.txt, call 4), us,
   // tile -> a lane a row (torch.compile): ReduceScale bfloat16 1048576 x 2 12.59 -> 8.75 (10.67),
