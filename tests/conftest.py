@@ -535,6 +535,20 @@ def packed_rows(rows, cols, dtype, layout):
     return make_input((rows * cols + offset,), dtype, "cuda")[offset:].view(rows, cols)
 
 
+def packed_rows_input(monkeypatch, dtype, cols, rows, layout, big):
+    """(x, launched) for packed_row_cases with REDUCE_OPS_PACKED_ROWS=on: x of packed_rows' layout
+    with peeled_edge_rows' specials (`big`); launched(fn) asserts that fn() took x's rows as packed
+    rows (contiguous) or a lane a row (offset_8)."""
+    clear_row_knobs(monkeypatch)
+    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "on")
+    x = peeled_edge_rows(packed_rows(rows, cols, dtype, layout), big)
+
+    def launched(fn):
+        assert_short_rows_launch(fn, "packed" if layout == "contiguous" else "lane", cols)
+
+    return x, launched
+
+
 def assert_short_rows_launch(fn, kernel, cols=2):
     """fn() runs its rows of `cols` values once on row_norm_packed_rows_kernel ("packed"), once on
     row_norm_rows_kernel a lane a row ("lane": packs of `cols` values), or on neither (None)."""

@@ -34,6 +34,7 @@ from conftest import (  # noqa: E402
     packed_row_cases,
     packed_rows,
     packed_rows_by_default,
+    packed_rows_input,
     pair_row_cases,
     pair_rows,
     off_16_bytes,
@@ -577,12 +578,9 @@ def test_reduce_scale_rows_of_two(monkeypatch, dtype, rows, layout):
 @requires_cuda
 @packed_row_cases
 def test_reduce_scale_packed_rows(monkeypatch, dtype, cols, rows, layout):
-    clear_row_knobs(monkeypatch)
-    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "on")
-    x = peeled_edge_rows(packed_rows(rows, cols, dtype, layout), 1000.0)
+    x, launched = packed_rows_input(monkeypatch, dtype, cols, rows, layout, 1000.0)
     x[-1] = 0.0
-    kernel = "packed" if layout == "contiguous" else "lane"
-    assert_short_rows_launch(lambda: reduce_ops.reduce_scale(x), kernel, cols)
+    launched(lambda: reduce_ops.reduce_scale(x))
     check_same_bits_without(monkeypatch, "REDUCE_OPS_PACKED_ROWS", x, packed_rows(rows, cols, dtype, layout).copy_(x))
 
 

@@ -34,6 +34,7 @@ from conftest import (  # noqa: E402
     packed_row_cases,
     packed_rows,
     packed_rows_by_default,
+    packed_rows_input,
     pair_row_cases,
     pair_rows,
     peeled_edge_rows,
@@ -582,11 +583,8 @@ def test_softmax_rows_of_two(monkeypatch, dtype, rows, layout):
 @requires_cuda
 @packed_row_cases
 def test_softmax_packed_rows(monkeypatch, dtype, cols, rows, layout):
-    clear_row_knobs(monkeypatch)
-    monkeypatch.setenv("REDUCE_OPS_PACKED_ROWS", "on")
-    x = peeled_edge_rows(packed_rows(rows, cols, dtype, layout), 30.0)
-    kernel = "packed" if layout == "contiguous" else "lane"
-    assert_short_rows_launch(lambda: reduce_ops.softmax(x, -1), kernel, cols)
+    x, launched = packed_rows_input(monkeypatch, dtype, cols, rows, layout, 30.0)
+    launched(lambda: reduce_ops.softmax(x, -1))
     check_softmax(x, -1)
     check_softmax(packed_rows(rows, cols, dtype, layout).copy_(-100.0 * torch.rand(rows, cols, device="cuda")), -1)
 
