@@ -15,7 +15,7 @@ import torch
 
 import reduce_ops
 
-# The row dispatcher's strategies (csrc/cuda/softmax_launch.cuh); None is the automatic choice.
+# The row dispatcher's strategies (csrc/cuda/softmax_launch.h); None is the automatic choice.
 ROW_STRATEGIES = [None, "warp", "block", "cluster_row", "cluster", "smem", "split"]
 
 dev = "cuda"

@@ -5,7 +5,7 @@ set the dispatcher's thresholds (CUDA only; under 3 minutes on an H200).
 
 Each strategy is forced through REDUCE_OPS_STRATEGY (read by the launcher at every call), the
 automatic choice runs with it unset. Only strategies that can run a shape are timed (the
-predicates below mirror the `*_fits` conditions of csrc/cuda/softmax_launch.cuh; "cluster" may still
+predicates below mirror the `*_fits` conditions of csrc/cuda/softmax_launch.h; "cluster" may still
 fall back to the automatic choice where the device cannot schedule the cluster shape).
 Bandwidth counts the least traffic, as benchmarks/bench.py: softmax and reduce_scale one read
 and one write (plus reduce_scale's float32 scale per row), softmax_backward two reads and one
@@ -29,7 +29,7 @@ STRATEGIES = ["warp", "block", "cluster_row", "cluster", "smem", "split"]
 
 
 def runnable(op, cols, dtype, props):
-    """Strategies whose shape condition in softmax_launch.cuh holds for rows of `cols` elements."""
+    """Strategies whose shape condition in softmax_launch.h holds for rows of `cols` elements."""
     elt = torch.empty((), dtype=dtype).element_size()
     vec = 16 // elt
     aligned = cols % vec == 0
@@ -40,7 +40,7 @@ def runnable(op, cols, dtype, props):
     # The clusters stage packs in shared memory besides the registers: the forward's 16-byte
     # packs twice kMaxRegPacks a thread, the backward kMaxRegPacks of each row (out's in shared).
     cluster_packs = 8 if op == "softmax_backward" else 16
-    # The forward peels other float32 and 16-bit rows (softmax_launch.cuh's launch_row_norm: two packs or
+    # The forward peels other float32 and 16-bit rows (softmax_launch.h's launch_row_norm: two packs or
     # more, float32 from 256 elements; here the output is fresh, so it lies on x's misalignment):
     # the warp, block and cluster_row kernels take them, unless REDUCE_OPS_ROW_PEEL=off (a --variant).
     shortest = 256 if elt == 4 else 2 * vec

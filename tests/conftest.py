@@ -447,7 +447,7 @@ def next_row_cases(test):
     return requires_cuda(test)
 
 
-# The row dispatcher's strategies (csrc/cuda/softmax_launch.cuh) as the tests force them: the block and
+# The row dispatcher's strategies (csrc/cuda/softmax_launch.h) as the tests force them: the block and
 # cluster paths twice each, "block" / "cluster" with each thread's packs in registers only
 # (REDUCE_OPS_BLOCK_HOLD / REDUCE_OPS_CLUSTER_HOLD=registers) and "block-staged" /
 # "cluster-staged" with half of them (softmax_backward's clusters: out's) in shared memory
@@ -469,7 +469,7 @@ def force_row_strategy(monkeypatch, strategy):
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", hold)
 
 
-# 16-bit rows of whole 8-byte packs ("warp" on 8-byte packs, softmax_launch.cuh's launch_row_norm: one or
+# 16-bit rows of whole 8-byte packs ("warp" on 8-byte packs, softmax_launch.h's launch_row_norm: one or
 # 3-15 of them, on 8-byte boundaries) and their neighbours: 8 and 68 values (2 and 17 packs) and 22
 # (not whole packs) go elsewhere, and so does a view that starts on a 4-byte boundary ("offset_2").
 # Layouts: contiguous, from an 8-byte (not 16-byte) boundary ("offset_4"), and rows strided past
@@ -487,7 +487,7 @@ def half_pack_rows(shape, dtype, layout):
     return make_input((rows * cols + offset,), dtype, "cuda")[offset:].view(rows, cols)
 
 
-# Rows of 2 (softmax_launch.cuh's launch_row_norm: 16-bit and float32 rows on their 4- or 8-byte pack's
+# Rows of 2 (softmax_launch.h's launch_row_norm: 16-bit and float32 rows on their 4- or 8-byte pack's
 # boundaries go a lane a row on row_norm_rows_kernel, ReduceScale's and 16-bit softmax rows of
 # contiguous tensors on 16-byte boundaries 2-4 a 16-byte pack on row_norm_packed_rows_kernel;
 # packed_rows_by_default): contiguous, strided past their
@@ -632,7 +632,7 @@ def warp_rows_lanes(held, cols):
     return 4 if packs <= 8 else 8
 
 
-# 16-byte-pack rows on the warp kernel (softmax_launch.cuh's launch_warp): rows of a pack on one lane, of 2
+# 16-byte-pack rows on the warp kernel (softmax_launch.h's launch_warp): rows of a pack on one lane, of 2
 # packs on 2, 16-bit rows of 9-12 on 4 lanes of 3 packs, rows of 17-24, 33-48 and 65-95 on 8, 16 and
 # 32 lanes of 3 (by default), or the table before (REDUCE_OPS_WARP_PACKS=2: a pack a lane on 4 lanes
 # up to 4 packs, 2 packs a lane up to 64, 4 up to 128). Rows on either side of each range; 16-bit
@@ -733,7 +733,7 @@ def warp_rows_input(monkeypatch, held, cols, dtype, big):
     return x, kernels
 
 
-# The "tile" kernels (softmax_launch.cuh's tile_plan: a tile of consecutive rows a block, through shared
+# The "tile" kernels (softmax_launch.h's tile_plan: a tile of consecutive rows a block, through shared
 # memory by 16-byte packs): unaligned rows of 3-251 elements, up to their 256-element bound, one
 # total ending inside a 16-byte pack (301 x 37 bfloat16), several tiles a block.
 TILE_ROW_SHAPES = [(300, 3), (301, 7), (301, 10), (301, 37), (300, 77), (257, 150), (300, 197), (100, 251)]
@@ -893,7 +893,7 @@ def peeled_next_row_cases(test):
     return requires_cuda(test)
 
 
-# The row kernels whose 16-byte loads softmax_launch.cuh's row_loads_marked marks evict_last (by default
+# The row kernels whose 16-byte loads softmax_launch.h's row_loads_marked marks evict_last (by default
 # only in calls that move 3 L2s or more; REDUCE_OPS_ROW_LOAD=marked|plain forces either), one
 # wave of blocks so that each group or block runs several rows: the warp kernel with its next row
 # in registers (128 columns), loading 8 packs a lane in turn (1000), on peeled rows (197, 100:

@@ -226,7 +226,7 @@ def test_softmax_backward_register_kernels_run_several_rows(monkeypatch, dtype, 
     assert_backward_close(reduce_ops.softmax_backward(grad, out, -1), grad, out, dtype)
 
 
-# The backward's loads marked evict_last in the L2 (softmax_launch.cuh's row_loads_marked; by default
+# The backward's loads marked evict_last in the L2 (softmax_launch.h's row_loads_marked; by default
 # only in calls that move 3 L2s or more) or plain, one wave of blocks: the warp kernel (its next
 # rows in registers), the block kernel at 2 and 4 packs a thread, the staged clusters (out's
 # share by a marked bulk copy) of 4 and, for float32, 16 blocks.
@@ -247,7 +247,7 @@ def test_softmax_backward_loaded_marked_or_plain(monkeypatch, dtype, strategy, r
     assert_same_bits(reduce_ops.softmax_backward(grad, out, -1), marked)
 
 
-# Short rows of whole 16-byte packs on the backward warp kernel (softmax_launch.cuh's launch_backward_rows):
+# Short rows of whole 16-byte packs on the backward warp kernel (softmax_launch.h's launch_backward_rows):
 # rows of 1, 2 and 3-4 packs on 1, 2 and 4 lanes a row, 5-8 on 8; under REDUCE_OPS_BACKWARD_LANES=8
 # (the table before) all on 8, under =2 rows of a pack on 2. 700 rows (the last block's rows end
 # inside it), a NaN row among them.

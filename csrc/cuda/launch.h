@@ -42,27 +42,27 @@ using Int = std::integral_constant<int, N>;
 //                               (cluster_row: where that many blocks hold the row);
 //   REDUCE_OPS_BLOCK_PACKS=2|4|8
 //                               the rows' forward block-per-row kernel holds that many packs a
-//                               thread where the row fits (softmax_launch.cuh);
+//                               thread where the row fits (softmax_launch.h);
 //   REDUCE_OPS_CLUSTER_STAGGER=<ns>
 //                               the rows' clusters start phases <ns> apart (0: together),
-//                               however few rows they run (softmax_launch.cuh);
+//                               however few rows they run (softmax_launch.h);
 //   REDUCE_OPS_AHEAD=none|registers|shared
 //                               how the forward row register kernels load their next row,
-//                               where they can (softmax_launch.cuh);
+//                               where they can (softmax_launch.h);
 //   REDUCE_OPS_CLUSTER_HOLD=registers|shared
 //                               the rows' cluster kernels hold each block's share in registers
 //                               only, or half of it (softmax_backward: out) in shared memory,
-//                               the default (softmax_launch.cuh);
+//                               the default (softmax_launch.h);
 //   REDUCE_OPS_ROW_LOAD=plain|marked
 //                               the row kernels' 16-byte loads plain or marked evict_last in
 //                               the L2 (by default marked where the call moves at least 3
-//                               L2s; softmax_launch.cuh's row_loads_marked);
+//                               L2s; softmax_launch.h's row_loads_marked);
 //   REDUCE_OPS_BLOCK_HOLD=registers|shared
 //                               the same for the forward's block-per-row kernel (by default
 //                               shared only where the block would take 513-1023 threads;
-//                               softmax_launch.cuh);
+//                               softmax_launch.h);
 //   REDUCE_OPS_ROW_WAVES=<n>    the grid of the rows' block-per-row register kernels and
-//                               warp-per-row kernels, in waves of resident blocks (softmax_launch.cuh);
+//                               warp-per-row kernels, in waves of resident blocks (softmax_launch.h);
 //   REDUCE_OPS_COLS_BLOCKS_PER_SM=<n>, REDUCE_OPS_COLS_FOLD_GROUP=<n>
 //                               the column reduction's split sizing and first-level fold
 //                               (scripts/tune_cols.py);

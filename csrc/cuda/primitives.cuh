@@ -262,7 +262,7 @@ __device__ __forceinline__ uint64_t l2_evict_last_policy() {
 // (L1::evict_last and an L2::evict_last cache policy; a plain load below sm_80). For the rows a
 // register row kernel holds from its one read to its one write (row_norm_regs_kernel's
 // kLastLoads): with x's lines kept, the L2 gives up the output's dirty lines first as it makes
-// room, and the row kernels moved their bytes 2-4% faster (softmax_launch.cuh's launch_block).
+// room, and the row kernels moved their bytes 2-4% faster (softmax_launch.h's launch_block).
 template <typename T>
 __device__ __forceinline__ T load_evict_last(const T* p) {
   static_assert(sizeof(T) == 16, "one 16-byte pack");

@@ -194,7 +194,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     if ((packs < 4 * kRowsBlockThreads && many_rows) || forced.is("warp")) return group(Int<32>{}, Int<8>{});
   }
   // One block per row (grid.x's limit past 2^31 - 1 rows), as the row_norm block kernels
-  // (softmax_launch.cuh's row_kernel_grid): H200, against grid_for's 4 waves of blocks looping over ~4
+  // (softmax_launch.h's row_kernel_grid): H200, against grid_for's 4 waves of blocks looping over ~4
   // rows each, 16384 x 4096 float32 sum 64.7-64.9 -> 64.2-64.4 us, amax 63.8-64.0 -> 63.1-63.3,
   // 16384 x 8192 bfloat16 sum 64.6 -> 64.0; 4096 x 32768, 8192 x 8192 and 2048 x 65536 even
   // (h200_study/session21_reduce_rows.txt). Blocks of 512 threads lost up to 20% (the compensated

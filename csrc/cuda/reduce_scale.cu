@@ -1,5 +1,5 @@
-// ReduceScale (rows): launch_row_norm with the ReduceScale policy (softmax_launch.cuh).
-#include "cuda/softmax_launch.cuh"
+// ReduceScale (rows): launch_row_norm with the ReduceScale policy (softmax_launch.h).
+#include "cuda/softmax_launch.h"
 
 namespace reduce_ops {
 

@@ -981,7 +981,7 @@ __device__ __forceinline__ void stagger_cluster_start(const RowShare<kCluster>& 
 // kPeeled (no clusters, no Ahead::kShared): the row's aligned middle laid out so (RowPacks), its
 // edges an element a thread of the first 2 x kVec - 2 (RowEdges), loaded with the packs.
 // kLastLoads (16-byte packs): the row's packs loaded by load_evict_last (the next row's and the
-// staged half's too, see NextRow), their lines kept in the L2 over the output's (softmax_launch.cuh's
+// staged half's too, see NextRow), their lines kept in the L2 over the output's (softmax_launch.h's
 // row_loads_marked).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, bool kCluster,
           Ahead kAhead = Ahead::kNone, bool kStaged = false, bool kPeeled = false, bool kLastLoads = false>

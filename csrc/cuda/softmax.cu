@@ -1,7 +1,7 @@
 // Launch of softmax over the last dim and of softmax_backward (launch_row_norm with the softmax
-// policy, launch_backward_rows; softmax_launch.cuh). One file for the two: split apart, the
+// policy, launch_backward_rows; softmax_launch.h). One file for the two: split apart, the
 // softmax kernels compiled to other code (123 of them: scheduling and address arithmetic moved).
-#include "cuda/softmax_launch.cuh"
+#include "cuda/softmax_launch.h"
 
 namespace reduce_ops {
 

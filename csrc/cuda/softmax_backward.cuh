@@ -23,7 +23,7 @@
 //                                  each input, one write).
 // Traffic floor: two reads and one write; every strategy but "split" meets it. The warp and
 // register kernels' kLastLoads (16-byte packs) load both rows by load_evict_last, as the
-// forward's (softmax_launch.cuh's row_loads_marked).
+// forward's (softmax_launch.h's row_loads_marked).
 #pragma once
 
 #include "cuda/row_norm.cuh"

@@ -1,5 +1,5 @@
-// Softmax over an inner dim (not the last): the inner tiles or the split (softmax_launch.cuh).
-#include "cuda/softmax_launch.cuh"
+// Softmax over an inner dim (not the last): the inner tiles or the split (softmax_launch.h).
+#include "cuda/softmax_launch.h"
 
 namespace reduce_ops {
 
