@@ -490,10 +490,9 @@ def half_pack_rows(shape, dtype, layout):
 # Rows of 2 (softmax_launch.h's launch_row_norm: 16-bit and float32 rows on their 4- or 8-byte pack's
 # boundaries go a lane a row on row_norm_rows_kernel, ReduceScale's and 16-bit softmax rows of
 # contiguous tensors on 16-byte boundaries 2-4 a 16-byte pack on row_norm_packed_rows_kernel;
-# packed_rows_by_default): contiguous, strided past their
-# length, and a view one element off the pack's boundary ("offset_1"), which goes elsewhere; 1, 301
-# and 700 rows (the last block's rows end inside it; 301 leaves a row after the last whole 16-byte
-# pack).
+# packed_rows_by_default): contiguous, strided past their length, and a view one element off the
+# pack's boundary ("offset_1"), which goes elsewhere; 1, 301 and 700 rows (the last block's rows end
+# inside it; 301 leaves a row after the last whole 16-byte pack).
 pair_row_cases = pytest.mark.parametrize(
     "rows,layout", [(r, layout) for r in (1, 301, 700) for layout in ("contiguous", "row_stride", "offset_1")],
     ids=str)

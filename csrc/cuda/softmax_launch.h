@@ -873,6 +873,10 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   const bool vectorize = g.cols % kVec == 0 && g.x_row_stride % kVec == 0 && g.y_row_stride % kVec == 0 &&
                          is_aligned(xp, sizeof(In) * kVec) && is_aligned(yp, sizeof(Out) * kVec);
   if (vectorize) return launch_vec<In, Out, Acc, Policy, kVec>(xp, yp, g, policy, stream, x.options());
+  // x's and y's rows contiguous (row stride = cols, or one row) on 16-byte boundaries: what packed
+  // rows and the tile below read and write by 16-byte packs.
+  const bool contiguous = (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) &&
+                          is_aligned(xp, 16) && is_aligned(yp, 16);
   // Rows of 4 or 8 bytes (16-bit rows of 2 or 4, float32 rows of 2) of x and y contiguous on 16-byte
   // boundaries may go 2-4 rows a 16-byte pack, a thread a pack (row_norm_packed_rows_kernel), before
   // a lane a row (launch_lane_rows on 4- or 8-byte packs: below, and launch_warp's 16-bit rows of 4).
@@ -890,9 +894,8 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // skip it.
   if constexpr (std::is_same_v<In, Out> && sizeof(In) <= 4) {
     const int64_t row_bytes = g.cols * static_cast<int64_t>(sizeof(In));
-    const bool fits = g.cols >= 2 && (row_bytes == 4 || row_bytes == 8) &&
-                      (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) && is_aligned(xp, 16) &&
-                      is_aligned(yp, 16) && !ForcedStrategy().any() && !env_equals("REDUCE_OPS_ROW_TILE", "on");
+    const bool fits = g.cols >= 2 && (row_bytes == 4 || row_bytes == 8) && contiguous && !ForcedStrategy().any() &&
+                      !env_equals("REDUCE_OPS_ROW_TILE", "on");
     const bool wins = !Policy::kNeedsSum || (sizeof(In) == 2 && g.cols == 2);
     if (fits && (env_equals("REDUCE_OPS_PACKED_ROWS", "on") || (wins && !env_equals("REDUCE_OPS_PACKED_ROWS", "off")))) {
       auto launch = [&](auto cols) {
@@ -982,8 +985,6 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // (150-197 lost). REDUCE_OPS_ROW_TILE=on|off (a developer knob) forces either where the tile
   // fits; a forced strategy (REDUCE_OPS_STRATEGY) skips it.
   if constexpr (std::is_same_v<In, Out>) {
-    const bool contiguous = (g.rows == 1 || (g.x_row_stride == g.cols && g.y_row_stride == g.cols)) &&
-                            is_aligned(xp, 16) && is_aligned(yp, 16);
     if (contiguous && tile_fits(g.cols, sizeof(In), 1) && !ForcedStrategy().any()) {
       const bool wins = g.cols < 2 * kMaxVec<In> || (sizeof(In) <= 4 && g.cols <= 32);
       if (env_equals("REDUCE_OPS_ROW_TILE", "on") || (wins && !env_equals("REDUCE_OPS_ROW_TILE", "off"))) {
