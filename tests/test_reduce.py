@@ -683,6 +683,41 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
         check_sum(x, 0, dtype=torch.float32)
 
 
+# The streaming plan's lanes across the columns (32 of 16-byte packs by default): capped at 16 or 8
+# (REDUCE_OPS_COLS_LANES), whole and split, the block's rows of threads taking the rest; and the
+# shapes whose unsplit tiles past one wave take 16 lanes by default on a 132-SM GPU (reduce.cu's
+# stream_plan: float32 256 x 131072, 1024 tiles of 32 lanes in waves of 792; bfloat16 256 x 229376,
+# 896 in waves of 660). Each as torch's.
+@requires_cuda
+@pytest.mark.parametrize("lanes", ["auto", "8", "16"])
+@pytest.mark.parametrize("plan", ["auto", "stream", "split"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
+@pytest.mark.parametrize("shape", [(1031, 136), (4103, 520), (3, 600, 264), (700, 1000)], ids=str)
+def test_streamed_columns_on_fewer_lanes(monkeypatch, lanes, plan, dtype, shape):
+    if plan != "auto":
+        monkeypatch.setenv("REDUCE_OPS_STRATEGY", plan)
+    if lanes != "auto":
+        monkeypatch.setenv("REDUCE_OPS_COLS_LANES", lanes)
+    x = make_input(shape, dtype, "cuda")
+    dim = 0 if len(shape) == 2 else 1
+    check_sum(x, dim)
+    check_amax(x, dim)
+    if dtype != torch.float64:
+        check_sum(x, dim, dtype=torch.float32)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (256, 131072)), (torch.bfloat16, (256, 229376))], ids=str)
+def test_streamed_columns_past_one_wave(monkeypatch, dtype, shape):
+    monkeypatch.delenv("REDUCE_OPS_COLS_LANES", raising=False)
+    x = make_input(shape, dtype, "cuda")
+    check_sum(x, 0)
+    check_amax(x, 0)
+    assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
+    monkeypatch.setenv("REDUCE_OPS_COLS_LANES", "32")
+    check_sum(x, 0)
+
+
 # The unaligned-column paths, forced by mode (reduce.cu's launch_cols_*; described below).
 _COLUMN_PATHS_OFF = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
 _FULL_WIDTH = {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "on"}

@@ -480,6 +480,25 @@ def test_reduce_scale_scale_stored_with_or_without_the_l2_policy(monkeypatch, st
     assert_exactly_equal(out, plain_out)
 
 
+# 4194304 rows and more of up to 16 bytes store their scale plainly by default (reduce_scale.cu):
+# as torch's, in place too, and the same bits as under the L2 policy (REDUCE_OPS_SCALE_STORE=marked).
+@requires_cuda
+@pytest.mark.parametrize("dtype,cols", [(torch.bfloat16, 2), (torch.float16, 8), (torch.float32, 4)], ids=str)
+def test_reduce_scale_many_short_rows_store_the_scale_plainly(monkeypatch, dtype, cols):
+    monkeypatch.delenv("REDUCE_OPS_SCALE_STORE", raising=False)
+    x = make_input((1 << 22, cols), dtype, "cuda")
+    x[5] = 0.0
+    out, scale = check_reduce_scale(x)
+    inplace = x.clone()
+    inplace_scale = check_reduce_scale_(inplace)
+    monkeypatch.setenv("REDUCE_OPS_SCALE_STORE", "marked")
+    marked_out, marked_scale = reduce_ops.reduce_scale(x)
+    assert_exactly_equal(scale, marked_scale)
+    assert_exactly_equal(out, marked_out)
+    assert_exactly_equal(inplace_scale, marked_scale)
+    assert_exactly_equal(inplace, marked_out)
+
+
 @requires_cuda
 @pytest.mark.parametrize("strategy,shape", MARKED_LOAD_CASES, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)

@@ -277,10 +277,11 @@ struct ColsLaunch {
 // with 8 blocks and a split of 256 (H200: 43% of copy); 32 x 8 gave 79%. Lanes first (whole
 // rows, one row of threads) lost 0.5-2% where the block counts matched, and more where the
 // segments' 256-row minimum left fewer blocks (H100, h200_study/session46_cols.txt).
-ColsLaunch cols_launch(const ColsArgs& a, int vec) {
+// `lanes` caps the lanes across the columns (stream_plan narrows them to fill the last wave).
+ColsLaunch cols_launch(const ColsArgs& a, int vec, int64_t lanes = kBlock) {
   ColsLaunch l{1, 1};
   while (l.by < 8 && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
-  while (l.bx * l.by < kBlock && static_cast<int64_t>(l.bx) * vec < a.inner) l.bx *= 2;
+  while (l.bx * l.by < kBlock && static_cast<int64_t>(l.bx) * vec < a.inner && l.bx * 2 <= lanes) l.bx *= 2;
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
   return l;
 }
@@ -412,11 +413,28 @@ std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
   return ColsPlan{a, l};
 }
 
+// The share of the slots of its waves that `blocks` fill, `wave` blocks a wave.
+double wave_fill(int64_t blocks, int64_t wave) {
+  return static_cast<double>(blocks) / static_cast<double>(ceil_div(blocks, wave) * wave);
+}
+
 // Streaming: a thread reads many rounds of rows; when the kept columns leave SMs idle, the
 // reduced dim is split over up to one wave of blocks (all of it with force_split: 2 segments).
-ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, bool force_split) {
+// `resident`: the blocks the split plans for; `wave`: the blocks the SMs hold at once.
+// Unsplit column tiles past one wave take 16 lanes across (64 float32 columns, 16 rows of threads,
+// the same block) instead of 32 where that fills their last wave fuller by a tenth of its slots:
+// with few blocks left, the last wave reads at a fraction of the bandwidth. H200, sums over dim 0
+// (h200_study/session70.txt, section 6), us, 32 -> 16 lanes (torch): float32 2048 x 151936 279.5
+// -> 273.6 (279.2; 1187 tiles in waves of 792 -> 2374), 4096 x 128256 479.3 -> 462.6 (469.8),
+// 2048 x 110592 220.4 -> 204.4 (214.1); bfloat16 2048 x 180224 190.4 -> 173.6 (188.4; 704 tiles in
+// waves of 660). Where the fill does not gain, 16 lanes lost or tied: float32 4096 x 65536 (one
+// wave) 237.3 -> 248.8, the row groups of 2048 x 50257 (1571 tiles) 102.2 -> 107.2; bfloat16
+// 4096 x 128256 232.5 -> 240.3. (float32 2048 x 262144, the same fill either way: 475.5 -> 468.2.)
+// REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
+ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
-  ColsLaunch l = cols_launch(a, vec);
+  const int64_t forced_lanes = env_positive("REDUCE_OPS_COLS_LANES", 0);
+  ColsLaunch l = cols_launch(a, vec, forced_lanes > 0 ? forced_lanes : kBlock);
   a.tiles = ceil_div(thread_cols, l.bx);
   int64_t splits = 1;
   if (a.outer * a.tiles * 2 <= resident && a.reduced >= 2 * kMinColsChunk) {
@@ -429,10 +447,20 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, bool force_split) {
     // Segments of whole rounds for each row of threads (kColsChunkRows).
     split.chunk = std::min(ceil_div(ceil_div(a.reduced, splits), kColsChunkRows) * kColsChunkRows, a.reduced - 1);
     split.splits = ceil_div(a.reduced, split.chunk);
-    const ColsLaunch split_l = cols_launch(split, vec);
+    const ColsLaunch split_l = cols_launch(split, vec, forced_lanes > 0 ? forced_lanes : kBlock);
     split.tiles = ceil_div(thread_cols, split_l.bx);
     set_fold_groups(split, split_l.by);
     if (cols_fold(split).counters <= kMaxCounters) return {split, split_l};
+  }
+  constexpr int kNarrowLanes = 16;
+  if (forced_lanes == 0 && l.bx > kNarrowLanes && a.outer * a.tiles > wave) {
+    const ColsLaunch narrow = cols_launch(a, vec, kNarrowLanes);
+    const int64_t narrow_tiles = ceil_div(thread_cols, narrow.bx);
+    if (narrow.bx * narrow.by == l.bx * l.by &&
+        wave_fill(a.outer * narrow_tiles, wave) >= wave_fill(a.outer * a.tiles, wave) + 0.1) {
+      l = narrow;
+      a.tiles = narrow_tiles;
+    }
   }
   return {a, l};
 }
@@ -724,7 +752,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   if (!forced.is("stream") && !forced.is("split")) {
     plan = wave_plan(base, vec, resident);
   }
-  if (!plan) plan = stream_plan(base, vec, stream_resident, forced.is("split"));
+  if (!plan) plan = stream_plan(base, vec, stream_resident, sm_count() * occupancy, forced.is("split"));
   launch_cols_plan<In, Out>(kernel, xt, out_t, *plan, vec, r, stream);
 }
 
