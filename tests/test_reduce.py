@@ -58,6 +58,14 @@ def check_amax(x, dim=None, keepdim=False, api="python"):
     return out
 
 
+def check_reductions(x, dim):
+    """check_sum and check_amax over dim, and the sum into float32 of a 16-bit x."""
+    check_sum(x, dim)
+    check_amax(x, dim)
+    if x.dtype in (torch.float16, torch.bfloat16):
+        check_sum(x, dim, dtype=torch.float32)
+
+
 # (shape, dim): None, int, negative int, list, tuple, several dims, every dim.
 DIM_CASES = [
     ((1,), None), ((7,), 0), ((13,), -1), ((127,), None), ((1021,), [0]),
@@ -464,10 +472,7 @@ def test_every_cuda_strategy_matches_torch(monkeypatch, strategy, dtype, layout,
     if strategy != "auto":
         monkeypatch.setenv("REDUCE_OPS_STRATEGY", strategy)
     x = make_input(shape, dtype, "cuda", layout)
-    check_sum(x, dim)
-    check_amax(x, dim)
-    if dtype != torch.float64:
-        check_sum(x, dim, dtype=torch.float32)
+    check_reductions(x, dim)
 
 
 # Rows the lanes of a group share (reduce_rows_group_kernel; REDUCE_OPS_STRATEGY=warp takes it at
@@ -557,10 +562,7 @@ FEW_COLS_ROWS = [1, 3, 4, 5, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 1
 def test_few_columns(device, dtype, rows, packs):
     cols = packs * (16 // dtype.itemsize)
     x = make_input((rows, cols), dtype, device)
-    check_sum(x, 0)
-    check_amax(x, 0)
-    if dtype in (torch.float16, torch.bfloat16):
-        check_sum(x, 0, dtype=torch.float32)
+    check_reductions(x, 0)
     y = make_input((3, rows, cols), dtype, device)
     check_sum(y, 1)
     check_amax(y, 1)
@@ -593,10 +595,7 @@ def test_few_columns_special_values(device, dtype, rows):
                                        ((2, 20000), -1), ((16, 1 << 16), -1)], ids=str)
 def test_split_rows_of_one_round(dtype, shape, dim):
     x = make_input(shape, dtype, "cuda")
-    check_sum(x, dim)
-    check_amax(x, dim)
-    if dtype in (torch.float16, torch.bfloat16):
-        check_sum(x, dim, dtype=torch.float32)
+    check_reductions(x, dim)
     if len(shape) == 2:
         wide = make_input((shape[0], shape[1] + 16 // dtype.itemsize), dtype, "cuda")[:, :shape[1]]
         check_sum(wide, dim)
@@ -655,10 +654,7 @@ def test_split_columns_fold_in_one_or_two_levels_or_a_second_launch(monkeypatch,
         monkeypatch.setenv(name, value)
     x = make_input(shape, dtype, "cuda")
     dim = 0 if len(shape) == 2 else 1
-    check_sum(x, dim)
-    check_amax(x, dim)
-    if dtype != torch.float64:
-        check_sum(x, dim, dtype=torch.float32)
+    check_reductions(x, dim)
     assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
     assert_same_bits(reduce_ops.amax(x, dim), reduce_ops.amax(x, dim))
 
@@ -677,10 +673,7 @@ def test_streamed_columns_take_every_partial_round(monkeypatch, plan, dtype, col
     # row of threads across the tile), whole and split in two.
     monkeypatch.setenv("REDUCE_OPS_STRATEGY", plan)
     x = make_input((reduced, cols), dtype, "cuda")
-    check_sum(x, 0)
-    check_amax(x, 0)
-    if dtype != torch.float64:
-        check_sum(x, 0, dtype=torch.float32)
+    check_reductions(x, 0)
 
 
 # The streaming plan's lanes across the columns (32 of 16-byte packs by default): capped at 16 or 8
@@ -700,10 +693,7 @@ def test_streamed_columns_on_fewer_lanes(monkeypatch, lanes, plan, dtype, shape)
         monkeypatch.setenv("REDUCE_OPS_COLS_LANES", lanes)
     x = make_input(shape, dtype, "cuda")
     dim = 0 if len(shape) == 2 else 1
-    check_sum(x, dim)
-    check_amax(x, dim)
-    if dtype != torch.float64:
-        check_sum(x, dim, dtype=torch.float32)
+    check_reductions(x, dim)
 
 
 @requires_cuda
@@ -768,10 +758,7 @@ def force_column_path(monkeypatch, mode):
 def test_unaligned_columns_in_row_groups(monkeypatch, mode, dtype, shape, dim):
     force_column_path(monkeypatch, mode)
     x = make_input(shape, dtype, "cuda")
-    check_sum(x, dim)
-    check_amax(x, dim)
-    if dtype in (torch.float16, torch.bfloat16):
-        check_sum(x, dim, dtype=torch.float32)
+    check_reductions(x, dim)
     assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
     shifted = make_input((x.numel() + 1,), dtype, "cuda")[1:].view(shape)
     check_sum(shifted, dim)
