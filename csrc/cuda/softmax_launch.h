@@ -633,6 +633,14 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // 8192 x 8192 82-83 -> 89-90, 4096 x 32768 92-93 (8 before); 4 packs lost 7-39 points.
     // ReduceScale (raw words at any width) and float32 rows moved -3..+2: they keep the rule below.
     if constexpr (Policy::kNeedsSum && sizeof(In) == 2) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    // 16-bit ReduceScale rows past 2 * kPreferredRegThreads packs (8193-16384 values) take 8 packs a
+    // thread too, where the rule below gave them 4 (session 18 measured no shape of that range).
+    // H200 (h200_study/session70.txt, section 11), us, 4 -> 8 packs: bfloat16 8192 x 14336 120.39
+    // -> 114.22 (torch.compile 114.50 in h200_models.json; the staged block 115.24, cluster_row
+    // 116.48). At 16384 x 4096 (512 packs, 2 a thread) 8 lost, 66.62 -> 67.58.
+    if constexpr (!Policy::kNeedsSum && sizeof(In) == 2) {
+      if (packs > 2 * kPreferredRegThreads) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    }
     if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, two_packs_ahead);
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
     return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
