@@ -434,7 +434,8 @@ double wave_fill(int64_t blocks, int64_t wave) {
 ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
   const int64_t forced_lanes = env_positive("REDUCE_OPS_COLS_LANES", 0);
-  ColsLaunch l = cols_launch(a, vec, forced_lanes > 0 ? forced_lanes : kBlock);
+  const int64_t lanes = forced_lanes > 0 ? forced_lanes : kBlock;
+  ColsLaunch l = cols_launch(a, vec, lanes);
   a.tiles = ceil_div(thread_cols, l.bx);
   int64_t splits = 1;
   if (a.outer * a.tiles * 2 <= resident && a.reduced >= 2 * kMinColsChunk) {
@@ -447,7 +448,7 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
     // Segments of whole rounds for each row of threads (kColsChunkRows).
     split.chunk = std::min(ceil_div(ceil_div(a.reduced, splits), kColsChunkRows) * kColsChunkRows, a.reduced - 1);
     split.splits = ceil_div(a.reduced, split.chunk);
-    const ColsLaunch split_l = cols_launch(split, vec, forced_lanes > 0 ? forced_lanes : kBlock);
+    const ColsLaunch split_l = cols_launch(split, vec, lanes);
     split.tiles = ceil_div(thread_cols, split_l.bx);
     set_fold_groups(split, split_l.by);
     if (cols_fold(split).counters <= kMaxCounters) return {split, split_l};

@@ -19,8 +19,8 @@ void reduce_scale_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tens
     // REDUCE_OPS_SCALE_STORE=plain|marked (a developer knob) forces either.
     const bool many_short_rows = sizeof(scalar_t) <= 4 && g.rows >= (int64_t{1} << 22) &&
                                  g.cols * static_cast<int64_t>(sizeof(scalar_t)) <= 16;
-    const bool marked = cuda::env_equals("REDUCE_OPS_SCALE_STORE", "marked") ||
-                        (!many_short_rows && !cuda::env_equals("REDUCE_OPS_SCALE_STORE", "plain"));
+    const bool marked = many_short_rows ? cuda::env_equals("REDUCE_OPS_SCALE_STORE", "marked")
+                                        : !cuda::env_equals("REDUCE_OPS_SCALE_STORE", "plain");
     const cuda::ReduceScalePolicy<Acc> policy{static_cast<Acc>(eps), scale.mutable_data_ptr<Acc>(), marked};
     cuda::launch_row_norm<scalar_t, scalar_t, Acc>(x, g, y, policy);
   });
