@@ -30,6 +30,7 @@ from conftest import (  # noqa: E402
     half_pack_cases,
     half_pack_layouts,
     half_pack_rows,
+    launches_of,
     like_layout,
     packed_row_cases,
     packed_rows,
@@ -542,6 +543,29 @@ def test_reduce_scale_peeled_rows(monkeypatch, dtype, strategy, shape):
     check_reduce_scale_(flat[3:].view(shape))
     base = make_input((shape[0], shape[1] + 5), dtype, "cuda")
     check_reduce_scale_(base[:, 1 : shape[1] + 1])
+
+
+# 16-bit rows of 1025-2048 16-byte packs in the block per row (softmax_launch.h's launch_block):
+# 4 packs a thread where that keeps more warps resident on an SM than 8, else 8. With sm_90's
+# register counts (4 packs: 42 a thread, 40 peeled; 8 packs: 57-60) the 4-pack block fits 3 blocks
+# an SM up to 13 warps (rows of 13312), 2 from 14 (13824) unless peeled (14001: 3). The same bits
+# as the other pack count (REDUCE_OPS_BLOCK_PACKS); the absmax or a NaN in the peeled edges.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@pytest.mark.parametrize("cols,packs", [(8200, "4"), (13312, "4"), (13824, "8"), (14336, "8"), (14001, "4")],
+                         ids=lambda v: str(v))
+def test_reduce_scale_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols, packs):
+    force_row_strategy(monkeypatch, "block")
+    x = peeled_edge_rows(make_input((40, cols), dtype, "cuda"), 1000.0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
+        assert [a[5] for a in launches_of(names, "row_norm_regs_kernel")] == [packs], names
+    out, scale = check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone(), eps=1e-3)
+    monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "8" if packs == "4" else "4")
+    other_out, other_scale = reduce_ops.reduce_scale(x, eps=1e-3)
+    assert_exactly_equal(scale, other_scale)
+    assert_exactly_equal(out, other_out)
 
 
 @peeled_next_row_cases

@@ -30,6 +30,7 @@ from conftest import (  # noqa: E402
     half_pack_cases,
     half_pack_layouts,
     half_pack_rows,
+    launches_of,
     like_layout,
     packed_row_cases,
     packed_rows,
@@ -508,6 +509,27 @@ def test_softmax_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, 
     force_several_rows_per_block(monkeypatch, strategy, ahead)
     monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "2")
     check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
+
+
+# 16-bit rows of up to 2048 16-byte packs in the block per row (softmax_launch.h's launch_block): 4
+# packs a thread where that keeps more warps resident on an SM than 8, else 8. With sm_90's register
+# counts (4 packs: 50 a thread, 56 peeled, 36 warps an SM; 8 packs: 63, 32 warps) 4 packs hold
+# more at 2048-6144 and 12288 values and on the peeled 4099, as many at 8192 and 16384 (8 packs
+# take the ties); rows under 2048 (1536) and past 16384 (32768) stay on 8. Special values in the
+# peeled edges; the other pack count (REDUCE_OPS_BLOCK_PACKS) checked too.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+@pytest.mark.parametrize("cols,packs", [(1536, "8"), (2048, "4"), (4096, "4"), (4099, "4"), (12288, "4"),
+                                        (8192, "8"), (16384, "8"), (32768, "8")], ids=lambda v: str(v))
+def test_softmax_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols, packs):
+    force_row_strategy(monkeypatch, "block")
+    x = peeled_edge_rows(make_input((40, cols), dtype, "cuda"), 30.0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
+        assert [a[5] for a in launches_of(names, "row_norm_regs_kernel")] == [packs], names
+    check_softmax(x, -1)
+    monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "8" if packs == "4" else "4")
+    check_softmax(x, -1)
 
 
 # The "tile" kernel (REDUCE_OPS_ROW_TILE=on; automatic for rows under two 16-byte packs and 16-bit

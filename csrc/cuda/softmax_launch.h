@@ -625,21 +625,44 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
         return;
       }
     }
-    // 16-bit softmax rows: 8 packs a thread whatever the row's length (blocks of one warp from
-    // 2048 columns up). Their words stay raw and fold their max two at a time (row_norm.cuh's
-    // MaxFold), where 2 or 4 packs a thread hold floats, and a block's barriers and exchanges serve
-    // 4x the values. H200 (tune_rows.py, two runs, h200_study/session18_block_packs.txt), bfloat16
-    // softmax, 2 or 4 packs -> 8, % of copy: 65536 x 2048 92 -> 95, 16384 x 4096 88 -> 89-90,
-    // 8192 x 8192 82-83 -> 89-90, 4096 x 32768 92-93 (8 before); 4 packs lost 7-39 points.
-    // ReduceScale (raw words at any width) and float32 rows moved -3..+2: they keep the rule below.
-    if constexpr (Policy::kNeedsSum && sizeof(In) == 2) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
-    // 16-bit ReduceScale rows past 2 * kPreferredRegThreads packs (8193-16384 values) take 8 packs a
-    // thread too, where the rule below gave them 4 (session 18 measured no shape of that range).
-    // H200 (h200_study/session70.txt, section 11), us, 4 -> 8 packs: bfloat16 8192 x 14336 120.39
-    // -> 114.22 (torch.compile 114.50 in h200_models.json; the staged block 115.24, cluster_row
-    // 116.48). At 16384 x 4096 (512 packs, 2 a thread) 8 lost, 66.62 -> 67.58.
-    if constexpr (!Policy::kNeedsSum && sizeof(In) == 2) {
-      if (packs > 2 * kPreferredRegThreads) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    // 16-bit rows of 16-byte packs (softmax of 2048-16384 values, ReduceScale of 8193-16384): 4 packs
+    // a thread where that keeps more warps resident on an SM than 8 packs, else 8, which take the
+    // ties (they fold 4x the values a barrier and keep their words raw: row_norm.cuh's MaxFold).
+    // An SM's registers are split over its 4 sub-partitions, so with sm_90's counts the 4-pack
+    // blocks (softmax 50 registers a thread, 56 allocated: 36 warps an SM; ReduceScale 42, 48
+    // allocated: 40 warps; peeled 40: 48) fit 3 blocks of 12-13 warps but 2 of 14-16, where the
+    // 8-pack blocks (57-63, 64 allocated) hold 28-32 warps throughout.
+    // H200 (h200_study/session71.txt, sections 1-4), us, 8 -> 4 packs, bfloat16 softmax: 16384 x
+    // 3072 53.76 -> 52.19, 16384 x 4096 68.67 -> 67.46, 16384 x 5120 84.90 -> 82.82, 16384 x 6144
+    // 100.02 -> 97.95, 4096 x 12288 54.05 -> 52.99; ties on 8: 8192 x 8192 68.74 (4: 69.18), 8192 x
+    // 10240 84.99 (88.54), 4096 x 16384 69.28 (74.05). ReduceScale, 4 -> 8: 8192 x 13312 (13 warps)
+    // 105.34 -> 106.66, 8192 x 13824 (14) 117.70 -> 110.50, 8192 x 14336 120.70 -> 113.98
+    // (torch.compile 115.8), 8192 x 16384 131.73 -> 129.63; peeled 4096 x 14001 (3 blocks of 14
+    // warps) 58.94 -> 59.84. float16 alike. Session 18 (h200_study/session18_block_packs.txt) had
+    // put every 16-bit softmax row on 8 packs, when 4 ran 7-39 points of copy lower. Softmax rows
+    // under 2048 values stay there (131072 x 1536: 192.96 on 8, 194.75 on 4), and so do rows past
+    // 16384 (4096 x 32768: 4 packs 54% of copy in session 18). Shorter 16-bit ReduceScale rows keep
+    // the rule below (2 packs; 8 lost at 16384 x 4096, 66.62 -> 67.58, session 70).
+    constexpr int64_t kSoftmaxFourPacksFrom = 256;
+    if constexpr (sizeof(In) == 2) {
+      if constexpr (kVec * sizeof(In) == 16) {
+        constexpr int kMost = kMaxRegPacks<Acc>;
+        const int64_t from = Policy::kNeedsSum ? kSoftmaxFourPacksFrom : 2 * kPreferredRegThreads + 1;
+        if (packs >= from && packs <= 4 * kPreferredRegThreads) {
+          auto resident_warps = [&](auto packs_tag) {
+            constexpr int kPacks = decltype(packs_tag)::value;
+            const int threads = warps_of_threads(packs, kPacks);
+            return with_marked_loads<true>(last_loads, [&](auto last) {
+              auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, false,
+                                                 kPeeled, decltype(last)::value>;
+              return resident_blocks(kernel, threads, 0) * (threads / kWarpSize);
+            });
+          };
+          if (resident_warps(Int<4>{}) > resident_warps(Int<kMost>{})) return run(Int<4>{}, Ahead::kNone);
+          return run(Int<kMost>{}, Ahead::kNone);
+        }
+      }
+      if constexpr (Policy::kNeedsSum) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
     }
     if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, two_packs_ahead);
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
