@@ -514,13 +514,13 @@ def test_softmax_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, 
 # 16-bit rows of up to 2048 16-byte packs in the block per row (softmax_launch.h's launch_block): 4
 # packs a thread where that keeps more warps resident on an SM than 8, else 8. With sm_90's register
 # counts (4 packs: 50 a thread, 56 peeled, 36 warps an SM; 8 packs: 63, 32 warps) 4 packs hold
-# more at 2048-6144 and 12288 values and on the peeled 4099, as many at 8192 and 16384 (8 packs
-# take the ties); rows under 2048 (1536) and past 16384 (32768) stay on 8. Special values in the
+# more at 1728-6144 and 12288 values and on the peeled 4099, as many at 8192 and 16384 (8 packs
+# take the ties); rows under 1728 (1664) and past 16384 (32768) stay on 8. Special values in the
 # peeled edges; the other pack count (REDUCE_OPS_BLOCK_PACKS) checked too.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
-@pytest.mark.parametrize("cols,packs", [(1536, "8"), (2048, "4"), (4096, "4"), (4099, "4"), (12288, "4"),
-                                        (8192, "8"), (16384, "8"), (32768, "8")], ids=lambda v: str(v))
+@pytest.mark.parametrize("cols,packs", [(1664, "8"), (1728, "4"), (2048, "4"), (4096, "4"), (4099, "4"),
+                                        (12288, "4"), (8192, "8"), (16384, "8"), (32768, "8")], ids=lambda v: str(v))
 def test_softmax_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols, packs):
     force_row_strategy(monkeypatch, "block")
     x = peeled_edge_rows(make_input((40, cols), dtype, "cuda"), 30.0)

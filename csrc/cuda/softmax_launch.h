@@ -625,7 +625,7 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
         return;
       }
     }
-    // 16-bit rows of 16-byte packs (softmax of 2048-16384 values, ReduceScale of 8193-16384): 4 packs
+    // 16-bit rows of 16-byte packs (softmax of 1728-16384 values, ReduceScale of 8193-16384): 4 packs
     // a thread where that keeps more warps resident on an SM than 8 packs, else 8, which take the
     // ties (they fold 4x the values a barrier and keep their words raw: row_norm.cuh's MaxFold).
     // An SM's registers are split over its 4 sub-partitions, so with sm_90's counts the 4-pack
@@ -640,10 +640,12 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // (torch.compile 115.8), 8192 x 16384 131.73 -> 129.63; peeled 4096 x 14001 (3 blocks of 14
     // warps) 58.94 -> 59.84. float16 alike. Session 18 (h200_study/session18_block_packs.txt) had
     // put every 16-bit softmax row on 8 packs, when 4 ran 7-39 points of copy lower. Softmax rows
-    // under 2048 values stay there (131072 x 1536: 192.96 on 8, 194.75 on 4), and so do rows past
-    // 16384 (4096 x 32768: 4 packs 54% of copy in session 18). Shorter 16-bit ReduceScale rows keep
-    // the rule below (2 packs; 8 lost at 16384 x 4096, 66.62 -> 67.58, session 70).
-    constexpr int64_t kSoftmaxFourPacksFrom = 256;
+    // under 1728 values stay there (bfloat16, 8 -> 4 packs: 131072 x 1536 193.12 -> 194.42, x 1600
+    // 201.50 -> 206.14, x 1664 208.58 -> 209.73; x 1728 216.93 -> 214.82, 98304 x 1792 169.70 ->
+    // 168.19; session71.txt section 9), and so do rows past 16384 (4096 x 32768: 4 packs 54% of copy
+    // in session 18). Shorter 16-bit ReduceScale rows keep the rule below (2 packs; 8 lost at 16384
+    // x 4096, 66.62 -> 67.58, session 70).
+    constexpr int64_t kSoftmaxFourPacksFrom = 216;
     if constexpr (sizeof(In) == 2) {
       if constexpr (kVec * sizeof(In) == 16) {
         constexpr int kMost = kMaxRegPacks<Acc>;
