@@ -632,7 +632,7 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // blocks (softmax 50 registers a thread, 56 allocated: 36 warps an SM; ReduceScale 42, 48
     // allocated: 40 warps; peeled 40: 48) fit 3 blocks of 12-13 warps but 2 of 14-16, where the
     // 8-pack blocks (57-63, 64 allocated) hold 28-32 warps throughout.
-    // H200 (h200_study/session71.txt, sections 3-8), us, 8 -> 4 packs, bfloat16 softmax: 16384 x
+    // H200 (h200_study/session71.txt, sections 3-10), us, 8 -> 4 packs, bfloat16 softmax: 16384 x
     // 3072 53.76 -> 52.19, 16384 x 4096 68.67 -> 67.46, 16384 x 5120 84.90 -> 82.82, 16384 x 6144
     // 100.02 -> 97.95, 4096 x 12288 54.05 -> 52.99; ties on 8: 8192 x 8192 68.74 (4: 69.18), 8192 x
     // 10240 84.99 (88.54), 4096 x 16384 69.28 (74.05). ReduceScale, 4 -> 8: 8192 x 13312 (13 warps)
