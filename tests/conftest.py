@@ -5,7 +5,10 @@ float64 from the very same input, and the tolerance is derived from the output d
 `assert_close_to_reference`); `amax` and `reduce_scale`'s scale are exact and are compared
 bit for bit.
 """
+import json
 import math
+import os
+import tempfile
 
 import pytest
 import torch
@@ -760,6 +763,22 @@ def cuda_kernels_run(fn):
         fn()
         torch.cuda.synchronize()
     return [e.key for e in prof.key_averages()]
+
+
+def cuda_launch_dims(fn, kernel):
+    """(grid, block) of each launch fn() makes of a kernel whose name holds `kernel`, in order
+    (torch.profiler's trace: each kernel event's "grid" and "block", 3 ints each)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    launches = [e for e in events if e.get("cat") == "kernel" and kernel in e.get("name", "")]
+    launches.sort(key=lambda e: e["ts"])
+    return [(tuple(e["args"]["grid"]), tuple(e["args"]["block"])) for e in launches]
 
 
 # The inner-dim (softmax over a middle dim) dispatcher's two ways, forced (REDUCE_OPS_STRATEGY):

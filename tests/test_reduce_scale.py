@@ -26,6 +26,7 @@ from conftest import (  # noqa: E402
     assert_short_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
+    cuda_launch_dims,
     force_tile,
     half_pack_cases,
     half_pack_layouts,
@@ -697,6 +698,22 @@ def test_reduce_scale_cluster_row_on_more_blocks_than_the_row_needs(monkeypatch,
     x = special_rows(make_input((6, 70000), dtype, "cuda"), dtype)
     check_reduce_scale(x, eps=1e-3)
     check_reduce_scale_(x.clone())
+
+
+# ReduceScale's cluster_row keeps the fewest blocks that hold the row (softmax's count,
+# test_softmax.py's test_softmax_cluster_row_blocks_a_row, moved it by 1% or less): on sm_90 the
+# launch's grid and block.
+@requires_cuda
+@pytest.mark.parametrize("cols,blocks,threads", [(100000, 7, 224), (151936, 10, 256)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+def test_reduce_scale_cluster_row_on_the_fewest_blocks(monkeypatch, dtype, cols, blocks, threads):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
+    x = special_rows(make_input((6, cols), dtype, "cuda"), dtype)
+    if torch.cuda.get_device_capability() == (9, 0):
+        dims = cuda_launch_dims(lambda: reduce_ops.reduce_scale(x), "row_norm_cluster_row_kernel")
+        assert dims == [((6 * blocks, 1, 1), (threads, 1, 1))], dims
+    check_reduce_scale(x, eps=1e-3)
 
 
 # The register kernels' next row (conftest.next_row_cases), rows of special values (zero, NaN,

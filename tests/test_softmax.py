@@ -26,6 +26,7 @@ from conftest import (  # noqa: E402
     assert_short_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
+    cuda_launch_dims,
     force_tile,
     half_pack_cases,
     half_pack_layouts,
@@ -683,6 +684,30 @@ def test_softmax_cluster_row_on_more_blocks_than_the_row_needs(monkeypatch, bloc
     check_softmax(special_rows(make_input(shape, dtype, "cuda")), -1)
     check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
     check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
+
+
+# Softmax's cluster_row blocks a row (softmax_launch.h's softmax_cluster_row_blocks): the count
+# that keeps the most rows on an SM, ties to more blocks of at least 3 warps, not the fewest that
+# hold the row (262144: 16 either way). On sm_90 (80 registers a thread: 24 warps an SM) the
+# launch's grid and block; the results on that count and on the fewest (REDUCE_OPS_CLUSTER).
+# cols, blocks, threads, fewest blocks
+SOFTMAX_CLUSTER_ROW_BLOCKS = [(40968, 7, 96, 3), (65536, 8, 128, 4), (100000, 13, 128, 7), (151936, 13, 192, 10),
+                              (262144, 16, 256, 16)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("cols,blocks,threads,fewest", SOFTMAX_CLUSTER_ROW_BLOCKS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
+def test_softmax_cluster_row_blocks_a_row(monkeypatch, dtype, cols, blocks, threads, fewest):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
+    x = special_rows(make_input((4, cols), dtype, "cuda"))
+    if torch.cuda.get_device_capability() == (9, 0):
+        dims = cuda_launch_dims(lambda: reduce_ops.softmax(x, -1), "row_norm_cluster_row_kernel")
+        assert dims == [((4 * blocks, 1, 1), (threads, 1, 1))], dims
+    check_softmax(x, -1)
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER", str(fewest))
+    check_softmax(x, -1)
 
 
 # The register kernels load each block's (or cluster's) next row while they reduce and write the

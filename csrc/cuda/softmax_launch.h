@@ -714,9 +714,46 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
   return false;  // unaligned rows: no cluster kernel (see launch_vec)
 }
 
-// "cluster_row": the fewest blocks (2 or more) of kClusterRowThreads threads x kClusterRowValues
-// values that hold the row (or REDUCE_OPS_CLUSTER=<blocks>, a developer knob, where those hold
-// it), each block's share over whole warps (blocks past the row's end may hold nothing). Returns
+// Softmax's cluster_row blocks a row: of fewest..kClusterRowMaxBlocks, the count that keeps the
+// most rows on an SM at once, resident blocks (the occupancy query at that block size) over the
+// blocks a row takes, which is resident warps x the share of their threads holding values; ties
+// go to more (smaller) blocks of at least kClusterRowLeastWarps warps. A softmax block's exps lie
+// between its loads and the cluster's exchange, when it moves no bytes, so the bytes an SM keeps
+// in flight follow the rows it holds. The fewest blocks, as before, gave 7-warp blocks (3 of them
+// an SM at 80 registers: 21 warps against 24) or blocks with a fifth of their threads idle. H200
+// (rows_ab.py, h200_study/session72.txt, sections 1 and 3), us, fewest -> this rule: bfloat16
+// 2048 x 100000 235.3 (7 blocks of 7 warps) -> 214.1 (13 of 4), 2048 x 70000 164.3 -> 147.9,
+// 2048 x 90000 197.6 -> 188.6, 2048 x 120000 261.2 -> 256.4, 2048 x 60000 131.8 -> 127.0, 2048 x
+// 151936 347.8 -> 345.3, 4096 x 128256 525.5 -> 518.8, 1024 x 65536 72.0 -> 71.1; float32 2048 x
+// 100000 420.6 -> 409.6, 2048 x 151936 636.9 -> 635.9, 4096 x 128256 1045.7 -> 1035.7; the other
+// counts measured ranked by the rule but for ties. 2-warp blocks lost (bfloat16 1024 x 65536 on 16
+// blocks: 81.0). ReduceScale, which computes nothing there, came out within 1% on every count
+// that keeps 20 warps an SM or more, and keeps the fewest blocks.
+constexpr int kClusterRowLeastWarps = 3;
+
+// `resident(blocks, threads)`: the blocks an SM holds at once, 0 where the device cannot run such
+// clusters (those counts are passed over).
+template <typename Resident>
+int64_t softmax_cluster_row_blocks(int64_t packs, int64_t fewest, int per_thread, int64_t rows, Resident resident_of) {
+  int64_t best = fewest, best_resident = 0;
+  for (int64_t blocks = fewest; blocks <= kClusterRowMaxBlocks && rows * blocks <= kMaxGridBlocks; ++blocks) {
+    const int threads = warps_of_threads(ceil_div(packs, blocks), per_thread);
+    if (blocks > fewest && threads < kClusterRowLeastWarps * kWarpSize) continue;
+    const int64_t resident = resident_of(blocks, threads);
+    if (resident == 0) continue;
+    // resident / blocks >= best_resident / best, in integers.
+    if (best_resident == 0 || resident * best >= best_resident * blocks) {
+      best = blocks;
+      best_resident = resident;
+    }
+  }
+  return best;
+}
+
+// "cluster_row": blocks of up to kClusterRowThreads threads x kClusterRowValues values that hold
+// the row, the fewest (2 or more) for ReduceScale, softmax_cluster_row_blocks' count for softmax
+// (or REDUCE_OPS_CLUSTER=<blocks>, a developer knob, where those hold it), each block's share over
+// whole warps (blocks past the row's end may hold nothing). Returns
 // false, launching nothing, where the kernel does not apply (see row_norm_cluster_row_kernel) or
 // the device cannot run the cluster.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
@@ -728,7 +765,24 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     // through the cluster window, which compute-sanitizer's memcheck rejects ("Cluster needs to
     // have at least 2 blocks") and aborts the kernel on (the results were right without it).
     const int64_t fewest = std::max<int64_t>(2, ceil_div(packs, int64_t{kPacks} * kClusterRowThreads));
-    const int blocks = static_cast<int>(env_positive("REDUCE_OPS_CLUSTER", fewest));
+    const auto kernel_for = [&](int64_t blocks, int threads) {
+      // Rows that fill every thread's packs (power-of-two columns) take the kernel without a
+      // guard per pack.
+      const bool whole = !kPeeled && blocks * threads * kPacks == packs;
+      return whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled>
+                   : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
+    };
+    int64_t automatic = fewest;
+    if constexpr (Policy::kNeedsSum) {
+      automatic = softmax_cluster_row_blocks(packs, fewest, kPacks, g.rows, [&](int64_t blocks, int threads) {
+        const auto kernel = kernel_for(blocks, threads);
+        cudaLaunchConfig_t config;
+        cudaLaunchAttribute attr;
+        if (setup_clusters(config, attr, kernel, static_cast<int>(blocks), dim3(threads), 0, stream) <= 0) return 0;
+        return resident_blocks(kernel, threads, 0);
+      });
+    }
+    const int blocks = static_cast<int>(env_positive("REDUCE_OPS_CLUSTER", automatic));
     if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return false;
     const int threads = warps_of_threads(ceil_div(packs, blocks), kPacks);
     // However few the rows, unlike the staged clusters (clusters_lose_to_split): H200
@@ -737,11 +791,7 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     // 56 vs 78, 16 x 262144 1163 vs 1425; ReduceScale float32 8 x 262144 1095 vs 1360, bfloat16
     // 4 x 131072 230 vs 331. H100 the same way: softmax float32 1 x 262144 180 vs 235, bfloat16
     // 16 x 262144 1062 vs 1232; ReduceScale bfloat16 64 x 262144 807 vs 2024.
-    // Rows that fill every thread's packs (power-of-two columns) take the kernel without a guard
-    // per pack.
-    const bool whole = !kPeeled && int64_t{blocks} * threads * kPacks == packs;
-    auto kernel = whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled>
-                        : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
+    const auto kernel = kernel_for(blocks, threads);
     cudaLaunchConfig_t config;
     cudaLaunchAttribute attrs[2];
     if (setup_clusters(config, attrs[0], kernel, blocks, dim3(threads), 0, stream) <= 0) return false;
