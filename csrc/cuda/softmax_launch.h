@@ -721,17 +721,18 @@ bool launch_cluster(const In* x, Out* y, const RowGeometry& g, const Policy& pol
 // between its loads and the cluster's exchange, when it moves no bytes, so the bytes an SM keeps
 // in flight follow the rows it holds. The fewest blocks, as before, gave 7-warp blocks (3 of them
 // an SM at 80 registers: 21 warps against 24) or blocks with a fifth of their threads idle. H200
-// (rows_ab.py, h200_study/session72.txt, sections 1 and 3), us, fewest -> this rule: bfloat16
-// 2048 x 100000 235.3 (7 blocks of 7 warps) -> 214.1 (13 of 4), 2048 x 70000 164.3 -> 147.9,
-// 2048 x 90000 197.6 -> 188.6, 2048 x 120000 261.2 -> 256.4, 2048 x 60000 131.8 -> 127.0, 2048 x
-// 151936 347.8 -> 345.3, 4096 x 128256 525.5 -> 518.8, 1024 x 65536 72.0 -> 71.1; float32 2048 x
-// 100000 420.6 -> 409.6, 2048 x 151936 636.9 -> 635.9, 4096 x 128256 1045.7 -> 1035.7; the other
-// counts measured ranked by the rule but for ties. 2-warp blocks lost (bfloat16 1024 x 65536 on 16
-// blocks: 81.0). ReduceScale, which computes nothing there, came out within 1% on every count
-// that keeps 20 warps an SM or more, and keeps the fewest blocks.
+// (rows_ab.py, h200_study/session72.txt, section 4), us, fewest -> this rule: bfloat16 2048 x
+// 100003 259.86 (7 blocks of 7 warps) -> 223.71 (13 of 4), 2048 x 50000 119.36 -> 107.58, 2048 x
+// 70000 163.90 -> 147.30, 2048 x 40968 98.02 -> 89.98, 2048 x 120000 259.52 -> 249.63, 2048 x
+// 151936 348.48 -> 345.22; float32 2048 x 100003 483.17 -> 448.38, 2048 x 50000 217.70 ->
+// 210.43; even or faster on 11 shapes of 1-4096 rows in both dtypes. Sections 1 and 3 timed every
+// count from 5 to 16 on 8 row lengths: the rule ranked them but for ties, where more blocks were
+// as fast or faster; 2-warp blocks lost (bfloat16 1024 x 65536 on 16 blocks: 81.0 against 71.1 on
+// 8). ReduceScale, which computes nothing there, came out within 1% on every count that keeps 20
+// warps an SM or more, and keeps the fewest blocks.
 constexpr int kClusterRowLeastWarps = 3;
 
-// `resident(blocks, threads)`: the blocks an SM holds at once, 0 where the device cannot run such
+// `resident_of(blocks, threads)`: the blocks an SM holds at once, 0 where the device cannot run such
 // clusters (those counts are passed over).
 template <typename Resident>
 int64_t softmax_cluster_row_blocks(int64_t packs, int64_t fewest, int per_thread, int64_t rows, Resident resident_of) {
