@@ -710,6 +710,25 @@ def test_softmax_cluster_row_blocks_a_row(monkeypatch, dtype, cols, blocks, thre
     check_softmax(x, -1)
 
 
+# Float32 softmax rows that are not whole 16-byte packs, past a block (32768) and within shared
+# memory: cluster_row on softmax's count where it holds at least as many rows on an SM as "smem"
+# does (one: 36001 on 6 blocks of 8 an SM, 45001 on 8 of 8), else "smem" (50257: 9 blocks of 8 an
+# SM); softmax_launch.h's cluster_row_holds_as_many_rows_as_smem. 80 rows: enough for the
+# block-per-row strategies (too_few_blocks). On sm_90 the kernel the call launches.
+@requires_cuda
+@pytest.mark.parametrize("cols,kernel", [(36001, "row_norm_cluster_row_kernel"), (45001, "row_norm_cluster_row_kernel"),
+                                         (50257, "row_norm_smem_peeled_kernel")])
+def test_softmax_float32_peeled_rows_past_a_block(monkeypatch, cols, kernel):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
+    x = peeled_edge_rows(special_rows(make_input((80, cols), torch.float32, "cuda")), 30.0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
+        assert any(kernel in n for n in names), names
+    check_softmax(x, -1)
+    check_softmax(x[:, 1:], -1)  # rows starting off 16 bytes
+
+
 # The register kernels load each block's (or cluster's) next row while they reduce and write the
 # current one (conftest.next_row_cases); the last row loads nothing ahead.
 @next_row_cases

@@ -751,14 +751,28 @@ int64_t softmax_cluster_row_blocks(int64_t packs, int64_t fewest, int per_thread
   return best;
 }
 
-// "cluster_row": blocks of up to kClusterRowThreads threads x kClusterRowValues values that hold
-// the row, the fewest (2 or more) for ReduceScale, softmax_cluster_row_blocks' count for softmax
-// (or REDUCE_OPS_CLUSTER=<blocks>, a developer knob, where those hold it), each block's share over
-// whole warps (blocks past the row's end may hold nothing). Returns
-// false, launching nothing, where the kernel does not apply (see row_norm_cluster_row_kernel) or
-// the device cannot run the cluster.
+// cluster_row's kernel for `blocks` blocks of `threads` threads on rows of `packs` packs: rows that
+// fill every thread's packs (power-of-two columns) take the kernel without a guard per pack.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
-bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+auto cluster_row_kernel(int64_t packs, int64_t blocks, int threads) {
+  constexpr int kPacks = kClusterRowValues / kVec;
+  const bool whole = !kPeeled && blocks * threads * kPacks == packs;
+  return whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled>
+               : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
+}
+
+// cluster_row's launch on rows of g: blocks a row (0 where the kernel does not apply, the count
+// asked for cannot hold the row, or the device cannot run the cluster), threads a block, and the
+// blocks an SM holds at once.
+struct ClusterRowPlan {
+  int blocks = 0;
+  int threads = 0;
+  int64_t resident = 0;
+};
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
+ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
+  ClusterRowPlan plan;
   if constexpr (kVec * sizeof(In) == 16 && std::is_same_v<Acc, float>) {
     constexpr int kPacks = kClusterRowValues / kVec;
     const int64_t packs = g.cols / kVec;
@@ -766,36 +780,47 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     // through the cluster window, which compute-sanitizer's memcheck rejects ("Cluster needs to
     // have at least 2 blocks") and aborts the kernel on (the results were right without it).
     const int64_t fewest = std::max<int64_t>(2, ceil_div(packs, int64_t{kPacks} * kClusterRowThreads));
-    const auto kernel_for = [&](int64_t blocks, int threads) {
-      // Rows that fill every thread's packs (power-of-two columns) take the kernel without a
-      // guard per pack.
-      const bool whole = !kPeeled && blocks * threads * kPacks == packs;
-      return whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled>
-                   : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
+    // The blocks an SM holds, 0 where the device cannot run such clusters.
+    const auto resident_of = [&](int64_t blocks, int threads) {
+      const auto kernel = cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled>(packs, blocks, threads);
+      cudaLaunchConfig_t config;
+      cudaLaunchAttribute attr;
+      if (setup_clusters(config, attr, kernel, static_cast<int>(blocks), dim3(threads), 0, stream) <= 0) return 0;
+      return resident_blocks(kernel, threads, 0);
     };
     int64_t automatic = fewest;
-    if constexpr (Policy::kNeedsSum) {
-      automatic = softmax_cluster_row_blocks(packs, fewest, kPacks, g.rows, [&](int64_t blocks, int threads) {
-        const auto kernel = kernel_for(blocks, threads);
-        cudaLaunchConfig_t config;
-        cudaLaunchAttribute attr;
-        if (setup_clusters(config, attr, kernel, static_cast<int>(blocks), dim3(threads), 0, stream) <= 0) return 0;
-        return resident_blocks(kernel, threads, 0);
-      });
-    }
-    const int blocks = static_cast<int>(env_positive("REDUCE_OPS_CLUSTER", automatic));
-    if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return false;
+    if constexpr (Policy::kNeedsSum) automatic = softmax_cluster_row_blocks(packs, fewest, kPacks, g.rows, resident_of);
+    const int64_t blocks = env_positive("REDUCE_OPS_CLUSTER", automatic);
+    if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return plan;
     const int threads = warps_of_threads(ceil_div(packs, blocks), kPacks);
+    const int64_t resident = resident_of(blocks, threads);
+    if (resident > 0) plan = {static_cast<int>(blocks), threads, resident};
+  }
+  return plan;
+}
+
+// "cluster_row": blocks of up to kClusterRowThreads threads x kClusterRowValues values that hold
+// the row, the fewest (2 or more) for ReduceScale, softmax_cluster_row_blocks' count for softmax
+// (or REDUCE_OPS_CLUSTER=<blocks>, a developer knob, where those hold it), each block's share over
+// whole warps (blocks past the row's end may hold nothing): cluster_row_plan. Returns false,
+// launching nothing, where the kernel does not apply (see row_norm_cluster_row_kernel) or the
+// device cannot run the cluster.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
+bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+  if constexpr (kVec * sizeof(In) == 16 && std::is_same_v<Acc, float>) {
+    const ClusterRowPlan plan = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
+    if (plan.blocks == 0) return false;
+    const int blocks = plan.blocks, threads = plan.threads;
     // However few the rows, unlike the staged clusters (clusters_lose_to_split): H200
     // (tune_rows.py, h200_study/session48_cluster_row.txt), GB/s, split vs this, softmax float32
     // 1 x 262144 189 vs 241, 8 x 262144 1150 vs 1334, 32 x 262144 2054 vs 2704; bfloat16 1 x 131072
     // 56 vs 78, 16 x 262144 1163 vs 1425; ReduceScale float32 8 x 262144 1095 vs 1360, bfloat16
     // 4 x 131072 230 vs 331. H100 the same way: softmax float32 1 x 262144 180 vs 235, bfloat16
     // 16 x 262144 1062 vs 1232; ReduceScale bfloat16 64 x 262144 807 vs 2024.
-    const auto kernel = kernel_for(blocks, threads);
+    const auto kernel = cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled>(g.cols / kVec, blocks, threads);
     cudaLaunchConfig_t config;
     cudaLaunchAttribute attrs[2];
-    if (setup_clusters(config, attrs[0], kernel, blocks, dim3(threads), 0, stream) <= 0) return false;
+    setup_clusters(config, attrs[0], kernel, blocks, dim3(threads), 0, stream);  // runs: cluster_row_plan asked
     config.gridDim = dim3(static_cast<unsigned>(g.rows * blocks));
     // Clusters of more than 8 blocks ask the scheduler to balance its load: the occupancy query
     // then fits one more of them at once (16 blocks: 21 -> 22 on 132 SMs, 13: 23 -> 24). Harness,
@@ -823,23 +848,53 @@ int64_t row_smem_bytes(int64_t cols) {
   return cols * static_cast<int64_t>(sizeof(In));
 }
 
+// The "smem" kernel for rows of g (shared memory allowed), and its threads: unaligned rows move
+// their aligned middles by 16-byte packs, so threads as for 16-byte packs.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
-void launch_smem(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
-  const int64_t smem = row_smem_bytes<In, kVec>(g.cols);
-  // Unaligned rows move their aligned middles by 16-byte packs: threads as for 16-byte packs.
-  const int threads = block_per_row_threads(ceil_div(g.cols, kVec == 1 ? kMaxVec<In> : kVec));
+auto smem_kernel(const RowGeometry& g, int& threads) {
+  threads = block_per_row_threads(ceil_div(g.cols, kVec == 1 ? kMaxVec<In> : kVec));
   if constexpr (kVec == 1) {
     // The bulk copy on sm_90+ unless REDUCE_OPS_SMEM_LOAD=packs (a developer knob, for measurement).
     const bool bulk = props().major >= 9 && !env_equals("REDUCE_OPS_SMEM_LOAD", "packs");
     auto kernel = bulk ? row_norm_smem_peeled_kernel<In, Out, Acc, Policy, true>
                        : row_norm_smem_peeled_kernel<In, Out, Acc, Policy, false>;
-    allow_smem(kernel, smem);
-    kernel<<<grid_for(g.rows), threads, smem, stream>>>(x, y, g, policy);
+    allow_smem(kernel, row_smem_bytes<In, kVec>(g.cols));
+    return kernel;
   } else {
     auto kernel = row_norm_smem_kernel<In, Out, Acc, Policy, kVec>;
-    allow_smem(kernel, smem);
-    kernel<<<grid_for(g.rows), threads, smem, stream>>>(x, y, g, policy);
+    allow_smem(kernel, row_smem_bytes<In, kVec>(g.cols));
+    return kernel;
   }
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+void launch_smem(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+  int threads = 0;
+  const auto kernel = smem_kernel<In, Out, Acc, Policy, kVec>(g, threads);
+  kernel<<<grid_for(g.rows), threads, row_smem_bytes<In, kVec>(g.cols), stream>>>(x, y, g, policy);
+}
+
+// Whether cluster_row holds at least as many rows of g on an SM at once as "smem" (its blocks an SM
+// over its blocks a row, against smem's blocks an SM, a row each). Float32 softmax rows that are
+// not whole 16-byte packs, past a block (32768) and within shared memory, took "smem" before
+// cluster_row; smem's row of 128-227 KB leaves one block an SM. H200 (rows_ab.py,
+// h200_study/session72.txt, section 7), us, smem -> cluster_row on softmax's count (torch.compile):
+// 4096 x 33001 320.32 -> 289.73 (533.94; 6 blocks of 3 warps, 8 an SM: 1.33 rows), 4096 x 36001
+// 335.82 -> 304.14, 2048 x 36001 175.87 -> 158.98, 8192 x 36001 640.75 -> 593.44, 2048 x 40001
+// (5 of 4, 6 an SM: 1.2 rows) 188.58 -> 173.79, 4096 x 40001 360.96 -> 334.69, 2048 x 45001 (1
+// row) 204.74 -> 202.02, 4096 x 45001 390.21 -> 388.67. Under 1 row cluster_row came out even
+// (section 6: 2048 x 56001, 0.86 rows, 245.60 -> 242.48; 2048 x 50257, 0.89, 223.95 -> 223.38;
+// 4096 x 50257 430.66 -> 433.70, 8192 x 50257 844.38 -> 851.87), and those stay on smem.
+// (16-bit rows of up to 65536 stay on "block": cluster_row lost 1-6% there, section 6.)
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
+bool cluster_row_holds_as_many_rows_as_smem(const RowGeometry& g, cudaStream_t stream) {
+  const ClusterRowPlan plan = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
+  if (plan.blocks == 0) return false;
+  constexpr int kScalarVec = kPeeled ? 1 : kVec;
+  int threads = 0;
+  const auto kernel = smem_kernel<In, Out, Acc, Policy, kScalarVec>(g, threads);
+  const int64_t smem_rows = resident_blocks(kernel, threads, row_smem_bytes<In, kScalarVec>(g.cols));
+  return plan.resident >= smem_rows * plan.blocks;
 }
 
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
@@ -912,7 +967,9 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // 69, 2048 x 70001 76 vs 63: section 6); only bfloat16 within one block leans to the block (2048
   // x 50176 85 vs 82, 4096 x 40960 90 vs 87, 4096 x 45056 91 vs 91). So the peeled cluster_row's
   // softmax is what trails (float32 50257 at 79%, against 90% for aligned 50176); its ReduceScale
-  // leads (float32 94 vs 91 at 2048 x 50257, bfloat16 93 vs 89).
+  // leads (float32 94 vs 91 at 2048 x 50257, bfloat16 93 vs 89). Since session 72 (softmax's
+  // cluster_row count), float32's smem gives way to cluster_row where that holds as many rows on an
+  // SM (cluster_row_holds_as_many_rows_as_smem: rows of up to about 45000).
   const bool softmax_peeled = kPeeled && Policy::kNeedsSum;
   const bool cluster_row_first = !widening && sizeof(In) < 4 && g.cols > 40960 && !softmax_peeled;
   const ForcedStrategy forced;
@@ -934,7 +991,8 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
     // launched
   } else if (block_fits && !few_rows) {
     launch_block<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
-  } else if (softmax_peeled && sizeof(In) == 4 && smem_fits && !few_rows) {
+  } else if (softmax_peeled && sizeof(In) == 4 && smem_fits && !few_rows &&
+             !cluster_row_holds_as_many_rows_as_smem<In, Out, Acc, Policy, kVec, kPeeled>(g, stream)) {
     launch_smem<In, Out, Acc, Policy, kScalarVec>(x, y, g, policy, stream);
   } else if (!widening && !cluster_row_first && launch_cluster_row<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream)) {
     // launched (where cluster_row_first, it was tried above)
