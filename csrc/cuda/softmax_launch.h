@@ -789,7 +789,18 @@ ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
       return resident_blocks(kernel, threads, 0);
     };
     int64_t automatic = fewest;
-    if constexpr (Policy::kNeedsSum) automatic = softmax_cluster_row_blocks(packs, fewest, kPacks, g.rows, resident_of);
+    if constexpr (Policy::kNeedsSum) {
+      const auto choose = [&] { return softmax_cluster_row_blocks(packs, fewest, kPacks, g.rows, resident_of); };
+      // Asked once a row length (and device) where no count's grid could pass kMaxGridBlocks: each
+      // candidate's queries are memoized, but walking up to 15 of them cost host time every call.
+      // Keyed (-100 - packs, -2): below the keys of resident_blocks, setup_clusters and
+      // max_block_threads on the same kernel.
+      const auto family = row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
+      automatic = g.rows > kMaxGridBlocks / kClusterRowMaxBlocks
+                      ? choose()
+                      : memoized_kernel_query(reinterpret_cast<const void*>(family), -100 - packs, -2,
+                                              [&] { return static_cast<int>(choose()); });
+    }
     const int64_t blocks = env_positive("REDUCE_OPS_CLUSTER", automatic);
     if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return plan;
     const int threads = warps_of_threads(ceil_div(packs, blocks), kPacks);
