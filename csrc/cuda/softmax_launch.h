@@ -735,9 +735,9 @@ constexpr int kClusterRowLeastWarps = 3;
 // `resident_of(blocks, threads)`: the blocks an SM holds at once, 0 where the device cannot run such
 // clusters (those counts are passed over).
 template <typename Resident>
-int64_t softmax_cluster_row_blocks(int64_t packs, int64_t fewest, int per_thread, int64_t rows, Resident resident_of) {
+int64_t softmax_cluster_row_blocks(int64_t packs, int64_t fewest, int per_thread, Resident resident_of) {
   int64_t best = fewest, best_resident = 0;
-  for (int64_t blocks = fewest; blocks <= kClusterRowMaxBlocks && rows * blocks <= kMaxGridBlocks; ++blocks) {
+  for (int64_t blocks = fewest; blocks <= kClusterRowMaxBlocks; ++blocks) {
     const int threads = warps_of_threads(ceil_div(packs, blocks), per_thread);
     if (blocks > fewest && threads < kClusterRowLeastWarps * kWarpSize) continue;
     const int64_t resident = resident_of(blocks, threads);
@@ -790,16 +790,15 @@ ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
     };
     int64_t automatic = fewest;
     if constexpr (Policy::kNeedsSum) {
-      const auto choose = [&] { return softmax_cluster_row_blocks(packs, fewest, kPacks, g.rows, resident_of); };
-      // Asked once a row length (and device) where no count's grid could pass kMaxGridBlocks: each
-      // candidate's queries are memoized, but walking up to 15 of them cost host time every call.
-      // Keyed (-100 - packs, -2): below the keys of resident_blocks, setup_clusters and
-      // max_block_threads on the same kernel.
+      // Asked once a row length (and device): each candidate's queries are memoized, but walking
+      // up to 15 of them cost host time every call. Keyed (-100 - packs, -2): below the keys of
+      // resident_blocks, setup_clusters and max_block_threads on the same kernel. Not by rows: a
+      // count past the fewest has blocks of 3 warps or more (6144 values and more), so its grid
+      // passes kMaxGridBlocks only past 10^13 values, and the check below refuses it.
       const auto family = row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
-      automatic = g.rows > kMaxGridBlocks / kClusterRowMaxBlocks
-                      ? choose()
-                      : memoized_kernel_query(reinterpret_cast<const void*>(family), -100 - packs, -2,
-                                              [&] { return static_cast<int>(choose()); });
+      automatic = memoized_kernel_query(reinterpret_cast<const void*>(family), -100 - packs, -2, [&] {
+        return static_cast<int>(softmax_cluster_row_blocks(packs, fewest, kPacks, resident_of));
+      });
     }
     const int64_t blocks = env_positive("REDUCE_OPS_CLUSTER", automatic);
     if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return plan;
@@ -864,18 +863,18 @@ int64_t row_smem_bytes(int64_t cols) {
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 auto smem_kernel(const RowGeometry& g, int& threads) {
   threads = block_per_row_threads(ceil_div(g.cols, kVec == 1 ? kMaxVec<In> : kVec));
-  if constexpr (kVec == 1) {
-    // The bulk copy on sm_90+ unless REDUCE_OPS_SMEM_LOAD=packs (a developer knob, for measurement).
-    const bool bulk = props().major >= 9 && !env_equals("REDUCE_OPS_SMEM_LOAD", "packs");
-    auto kernel = bulk ? row_norm_smem_peeled_kernel<In, Out, Acc, Policy, true>
-                       : row_norm_smem_peeled_kernel<In, Out, Acc, Policy, false>;
-    allow_smem(kernel, row_smem_bytes<In, kVec>(g.cols));
-    return kernel;
-  } else {
-    auto kernel = row_norm_smem_kernel<In, Out, Acc, Policy, kVec>;
-    allow_smem(kernel, row_smem_bytes<In, kVec>(g.cols));
-    return kernel;
-  }
+  auto kernel = [] {
+    if constexpr (kVec == 1) {
+      // The bulk copy on sm_90+ unless REDUCE_OPS_SMEM_LOAD=packs (a developer knob, for measurement).
+      const bool bulk = props().major >= 9 && !env_equals("REDUCE_OPS_SMEM_LOAD", "packs");
+      return bulk ? row_norm_smem_peeled_kernel<In, Out, Acc, Policy, true>
+                  : row_norm_smem_peeled_kernel<In, Out, Acc, Policy, false>;
+    } else {
+      return row_norm_smem_kernel<In, Out, Acc, Policy, kVec>;
+    }
+  }();
+  allow_smem(kernel, row_smem_bytes<In, kVec>(g.cols));
+  return kernel;
 }
 
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
