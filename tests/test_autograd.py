@@ -275,8 +275,8 @@ def test_softmax_backward_short_rows_lanes_a_row(monkeypatch, fewest, dtype, pac
 
 # Rows that are not whole 16-byte packs: on tensors that start on 16-byte boundaries, the warp
 # kernel up to 8 elements a lane (197), the "smem" kernel by packs with a head and a tail (511,
-# 1021, 4099, 50257; several rows a block) and the "split" kernels so each segment (float32 50257
-# under auto too); on tensors one element off a boundary, an
+# 1021, 4099, 50257; several rows a block) and the "split" kernels so each segment (auto: the
+# register kernels, test_softmax_backward_peeled_registers); on tensors one element off a boundary, an
 # element at a time (REDUCE_OPS_BACKWARD_PEEL=off gives that path on aligned ones too). Each
 # within the reference's tolerance.
 @requires_cuda
@@ -386,6 +386,88 @@ def test_softmax_backward_peeled_cluster(monkeypatch, blocks, dtype, rows, cols)
     names = [e.key for e in prof.key_averages()]
     assert any("softmax_backward_smem_peeled_kernel" in n and "true>" in n for n in names), names
     assert_backward_close(got, grad, out, dtype)
+
+
+# Peeled rows on the register kernels (softmax_backward_regs_kernel's kPeeled): a block a row
+# ("block"), or clusters of 2-16 blocks ("cluster": REDUCE_OPS_CLUSTER=C, out's packs in shared
+# memory or, "cluster-registers", both rows' in registers), rows of every misalignment (an odd
+# length), blocks past the row's middle holding nothing (1021 on 8 blocks); the kernel named is the
+# one that ran, within the reference's tolerance; on tensors one element off a boundary the
+# register kernels are not taken (the element paths run).
+@requires_cuda
+@pytest.mark.parametrize("strategy,blocks", [("block", None), ("cluster", "2"), ("cluster", "4"), ("cluster", "8"),
+                                             ("cluster", "16"), ("cluster-registers", "4")], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("rows,cols", [(64, 41), (300, 1021), (300, 4099), (40, 50257), (8, 100003)], ids=str)
+def test_softmax_backward_peeled_registers(monkeypatch, strategy, blocks, dtype, rows, cols):
+    cluster = strategy.startswith("cluster")
+    if cluster and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("clusters need sm_90")
+    force_row_strategy(monkeypatch, strategy.partition("-")[0])
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", "registers" if strategy.endswith("registers") else "shared")
+    if blocks is not None:
+        monkeypatch.setenv("REDUCE_OPS_CLUSTER", blocks)
+    x = make_input((rows, cols), dtype, "cuda")
+    x[rows // 2, cols // 3] = float("nan")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    got = []
+    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    vec = 16 // out.element_size()
+    packs = -(-cols // vec)
+    # The plan's own limits: a block holds 4 packs of each row a thread (1024 threads); a cluster's
+    # blocks 8 (4 for float64) of grad with out's in shared memory, or 4 of each in registers.
+    per_thread = 4 if (strategy != "cluster" or dtype == torch.float64) else 8
+    fits = packs <= 4 * 1024 if strategy == "block" else packs <= int(blocks) * per_thread * 1024
+    # <T, Acc, kVec, kPacks, kCluster, kOutShared, kLastLoads, kPeeled>
+    regs = launches_of(names, "softmax_backward_regs_kernel")
+    if fits:
+        assert [(a[4], a[5], a[7]) for a in regs] == [(str(cluster).lower(), str(strategy == "cluster").lower(),
+                                                       "true")], names
+    assert_backward_close(got[0], grad, out, dtype)
+    got_off = []
+    names = cuda_kernels_run(lambda: got_off.append(reduce_ops.softmax_backward(off_16_bytes(grad), off_16_bytes(out),
+                                                                                 -1)))
+    assert not launches_of(names, "softmax_backward_regs_kernel"), names
+    assert_backward_close(got_off[0], grad, out, dtype)
+
+
+# The automatic choice for peeled rows (tensors on 16-byte boundaries): a warp up to a whole pack
+# a lane (16-bit rows) or two (wider), the register block past that where it holds the row and
+# the rows are many, then clusters (sm_90); REDUCE_OPS_BACKWARD_PEELED_REGS=off keeps every row
+# off the register kernels (the peeled warp, "smem" and its clusters, the split, as before).
+@requires_cuda
+@pytest.mark.parametrize("regs", ["auto", "off"])
+@pytest.mark.parametrize("dtype,rows,cols,kernel", [
+    (torch.bfloat16, 4096, 263, "warp"),  # 32 whole packs: a pack a lane
+    (torch.bfloat16, 4096, 300, "block"),
+    (torch.bfloat16, 1024, 4099, "block"),
+    (torch.bfloat16, 512, 50257, "cluster"),  # 6283 packs: past a block's 4096
+    (torch.float32, 4096, 255, "warp"),  # 63 whole packs: two a lane
+    (torch.float32, 4096, 263, "block"),
+    (torch.float32, 512, 50257, "cluster"),
+], ids=str)
+def test_softmax_backward_peeled_rows_automatic(monkeypatch, regs, dtype, rows, cols, kernel):
+    force_row_strategy(monkeypatch, "auto")
+    if regs == "off":
+        monkeypatch.setenv("REDUCE_OPS_BACKWARD_PEELED_REGS", "off")
+    if kernel == "cluster" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("clusters need sm_90")
+    x = make_input((rows, cols), dtype, "cuda")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((rows, cols), dtype, "cuda")
+    got = []
+    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    # <T, Acc, kVec, kPacks, kCluster, kOutShared, kLastLoads, kPeeled>
+    launched = [("cluster" if a[4] == "true" else "block", a[7])
+                for a in launches_of(names, "softmax_backward_regs_kernel")]
+    warps = launches_of(names, "softmax_backward_warp_kernel")
+    if kernel == "warp":
+        assert warps and launched == [], names
+    else:
+        assert launched == ([] if regs == "off" else [(kernel, "true")]), names
+    assert_backward_close(got[0], grad, out, dtype)
 
 
 # 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged

@@ -12,6 +12,8 @@
 //                                  (kOutShared, sm_90+) grad's in registers and out's bulk-copied
 //                                  into shared memory, so a block holds twice the row; the
 //                                  partial dot products meet through distributed shared memory.
+//                                  (kPeeled: a row that is not whole 16-byte packs by its
+//                                  aligned middle's packs, its edges an element a thread.)
 //   softmax_backward_smem_kernel   ("smem") a block per row, both rows in shared memory;
 //   softmax_backward_smem_peeled_kernel
 //                                  the same for rows that are not whole 16-byte packs, or
@@ -246,8 +248,12 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_tile_kernel(const T* 
 // (kPacks x blockDim.x packs, one bulk copy per row, NextRow's kShared layout) and only grad's are
 // in registers, so a 1024-thread block holds 8 packs of each row where registers alone hold 4: a
 // float32 row of 2^18 takes a cluster of 8 blocks instead of 16, a bfloat16 one 4 instead of 8.
+// kPeeled (16-byte packs; grad, out and grad_x on 16-byte boundaries, so a row is misaligned alike
+// in all three): rows that are not whole packs, by their aligned middle's packs (RowPacks, laid
+// out as above from the middle's first pack), their head and tail an element a thread of the
+// first block's first 2 x kVec - 2 (RowPacks::edge), as the forward's cluster_row.
 template <typename T, typename Acc, int kVec, int kPacks, bool kCluster, bool kOutShared = false,
-          bool kLastLoads = false>
+          bool kLastLoads = false, bool kPeeled = false>
 __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __restrict__ grad,
                                                                      const T* __restrict__ out,
                                                                      T* __restrict__ gx, BackwardRows r,
@@ -255,28 +261,52 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
   __shared__ Acc exchange[2];  // the block's partial dot product, by row parity
   extern __shared__ __align__(16) unsigned char stage_raw[];  // kOutShared: out's packs of the block
   __shared__ uint64_t arrival;                                 // kOutShared: the copies' mbarrier
+  // kPeeled: edge e's grad and out (e < 2 x kVec - 2), from its load to its write; held in
+  // registers, they spilled the clusters' kernel (64 registers at 1024 threads).
+  __shared__ Acc edge_values[kPeeled ? 2 * (2 * kVec - 2) : 1];
+  static_assert(!kPeeled || kVec * sizeof(T) == 16, "peeled rows: 16-byte packs");
   const auto share = RowShare<kCluster>::template of<kPacks>();
   const int first = share.first;
+  // A peeled row's edges: thread t of the first block holds edge t (none past 2 x kVec - 2).
+  const int edge_index = share.rank == 0 ? static_cast<int>(threadIdx.x) : 2 * kVec;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
-  const int packs = static_cast<int>(r.cols / kVec);
   // Under kOutShared the current row's out (NextRow serves as a one-stage ring: it is loaded at
-  // the row's start and read through the write); otherwise nothing.
+  // the row's start and read through the write); otherwise nothing. Its packs are the row's
+  // (a peeled row's own, set at each row).
   NextRow<T, kVec, kPacks, kOutShared ? Ahead::kShared : Ahead::kNone, kLastLoads> y_stage{
-      first, static_cast<int>(blockDim.x), packs, reinterpret_cast<T*>(stage_raw), &arrival};
+      first, static_cast<int>(blockDim.x), static_cast<int>(r.cols / kVec), reinterpret_cast<T*>(stage_raw),
+      &arrival};
   y_stage.init();
   int parity = 0;
   stagger_cluster_start(share, stagger_ns);  // row_norm.cuh
   for (int64_t row = share.first_row(); row < r.rows; row += share.row_step()) {
     const int64_t base = row * r.cols;
-    if constexpr (kOutShared) y_stage.load(out + base);  // the copy flies while grad's loads do
+    // Pack q of the row at base + at.head + q * kVec of grad, out and grad_x alike.
+    const RowPacks<T, kVec, kPeeled> at(grad + base, r.cols);
+    const int packs = at.packs;
+    const int64_t middle = base + at.head;
+    if constexpr (kPeeled) y_stage.packs = packs;
+    if constexpr (kOutShared) y_stage.load(out + middle);  // the copy flies while grad's loads do
+    // This thread's packs p < held lie in the row (one bound, not a pack index a p, held live).
+    const int held = packs > first ? (packs - first + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x) : 0;
     PackWords<T, kVec> g[kPacks], y[kOutShared ? 1 : kPacks];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
-      if (q < packs) {
+      if (p < held) {
         constexpr bool kMarked = kLastLoads && kVec * sizeof(T) == 16;
-        g[p].template load_marked<kMarked>(grad + base + q * kVec);
-        if constexpr (!kOutShared) y[p].template load_marked<kMarked>(out + base + q * kVec);
+        g[p].template load_marked<kMarked>(grad + middle + q * kVec);
+        if constexpr (!kOutShared) y[p].template load_marked<kMarked>(out + middle + q * kVec);
+      }
+    }
+    Acc dot = Acc(0);
+    if constexpr (kPeeled) {
+      const int col = at.edge(edge_index, r.cols);
+      if (col >= 0) {
+        const Acc ge = static_cast<Acc>(grad[base + col]), ye = static_cast<Acc>(out[base + col]);
+        edge_values[2 * edge_index] = ge;
+        edge_values[2 * edge_index + 1] = ye;
+        dot = ge * ye;
       }
     }
     y_stage.wait();
@@ -285,10 +315,9 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
       if constexpr (kOutShared) return y_stage.take(p);
       else return y[p];
     };
-    Acc dot = Acc(0);
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      if (first + p * static_cast<int>(blockDim.x) < packs) {
+      if (p < held) {
         const PackWords<T, kVec> yp = y_pack(p);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) dot += g[p].template get<Acc>(k) * yp.template get<Acc>(k);
@@ -299,13 +328,17 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
-      if (q < packs) {
+      if (p < held) {
         const PackWords<T, kVec> yp = y_pack(p);
         Acc o[kVec];
 #pragma unroll
         for (int k = 0; k < kVec; ++k) o[k] = yp.template get<Acc>(k) * (g[p].template get<Acc>(k) - dot);
-        store_pack<T, Acc, kVec>(gx + base + q * kVec, o);
+        store_pack<T, Acc, kVec>(gx + middle + q * kVec, o);
       }
+    }
+    if constexpr (kPeeled) {
+      const int col = at.edge(edge_index, r.cols);
+      if (col >= 0) gx[base + col] = static_cast<T>(edge_values[2 * edge_index + 1] * (edge_values[2 * edge_index] - dot));
     }
     if constexpr (kOutShared) __syncthreads();  // every read of the stage before the next row's copy
     parity ^= 1;

@@ -319,7 +319,11 @@ inline bool clusters_lose_to_split(int64_t rows, int64_t blocks, int threads, in
     return rows * 4 <= sm_count() * (whole_sm_wide ? 3 : 1);
   }
   const int64_t few = op == RowOp::kReduceScale ? 4 : 16;  // the split below 1/few of the SMs in blocks
-  return rows * blocks * few <= sm_count() || (blocks >= kMaxClusterBlocks && rows * blocks * 2 <= sm_count());
+  // The backward's clusters of 16 on the H200 (kFastDramPerSm) lose up to the SM count in blocks:
+  // rows_ab.py, h200_study/session73.txt, call 3, us, clusters -> split: bfloat16 8 x 1000003
+  // 30.21 -> 26.78, 8 x 1000000 27.47 -> 26.82 (16 x 1000003, 256 blocks: 45.28 against 46.91).
+  const int64_t wide = op == RowOp::kSoftmaxBackward && dram_gbps_per_sm() >= kFastDramPerSm ? 1 : 2;
+  return rows * blocks * few <= sm_count() || (blocks >= kMaxClusterBlocks && rows * blocks * wide <= sm_count());
 }
 
 // Sleep between the cluster start phases of a register kernel (stagger_cluster_start in
@@ -1189,11 +1193,12 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   const int64_t packs = ceil_div(r.cols, kVec);
   // Rows that are not whole 16-byte packs (kVec == 1) of tensors that start on 16-byte boundaries:
   // a warp holds up to 8 elements of each row a lane (rows of 129-256, which a block per row took),
-  // or the row's aligned middle by 16-byte packs where that wins (peeled_warp below),
-  // the "smem" kernel moves longer rows' aligned middles by packs
-  // (softmax_backward_smem_peeled_kernel), and so do the "split" kernels each segment's
-  // (SegmentPacks), unless REDUCE_OPS_BACKWARD_PEEL=off (a developer knob, for measurement: the
-  // old paths). Split, H200 (h200_study/session60_backward_split.txt), off -> on, us: float32
+  // or the row's aligned middle by 16-byte packs where that wins (peeled_warp below); longer rows
+  // go by their aligned middles' packs on the register block and clusters as aligned rows do
+  // (peeled_regs, below), or the "smem" kernel (softmax_backward_smem_peeled_kernel) and the
+  // "split" kernels each segment's (SegmentPacks), unless REDUCE_OPS_BACKWARD_PEEL=off (a
+  // developer knob, for measurement: the element paths). Split, H200
+  // (h200_study/session60_backward_split.txt), off -> on, us: float32
   // 2048 x 50257 665.2 -> 510.1 (torch.compile 645.3), 64 x 1000003 509.3 -> 327.2, 8 x 16777215
   // 1042.4 -> 657.8; bfloat16 8 x 16777215 565.8 -> 324.8. H200 (h200_study/session59_rows.txt), off -> on, us:
   // bfloat16 32768 x 197 33.2 -> 20.7 (torch.compile 19.4), 65536 x 150 51.6 -> 31.1, 16384 x 511
@@ -1236,8 +1241,24 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   };
   const int grad_from_l2 = grad_mode();
   const int64_t smem = peel ? (grad_from_l2 ? 1 : 2) * out_smem : 2 * r.cols * static_cast<int64_t>(sizeof(T));
+  // The register kernels (block, cluster) take peeled rows by their aligned middles' packs
+  // (softmax_backward_regs_kernel's kPeeled): kRegVec-element packs, reg_packs of them a row at most.
+  constexpr int kRegVec = kVec > 1 ? kVec : kPeeledVec;
+  const bool regs_apply = kVec > 1 || peel;
+  const int64_t reg_packs = kVec > 1 ? packs : peeled_slots;
   // block: kRowPacks x kMaxRegThreads packs of each row (2 x 64 KB) fit one block's registers.
-  const bool block_fits = kVec > 1 && packs <= int64_t{kRowPacks} * kMaxRegThreads;
+  const bool block_fits = regs_apply && reg_packs <= int64_t{kRowPacks} * kMaxRegThreads;
+  // Peeled rows take the register kernels in auto as aligned rows do (block where it fits and the
+  // rows are many, then clusters), unless REDUCE_OPS_BACKWARD_PEELED_REGS=off (a developer knob,
+  // for measurement: "smem", its clusters and the split, as before). H200 (rows_ab.py,
+  // h200_study/session73.txt, call 2), us, off -> on: bfloat16 2048 x 50257 193.25 -> 163.92
+  // (clusters of 2; 75.7% -> 89.2% of copy), 4096 x 32001 202.14 -> 184.99 (block), 1024 x 100003
+  // 211.71 -> 169.36, 512 x 200003 255.90 -> 171.50, 8192 x 14337 180.10 -> 164.86, 16384 x 4099
+  // 109.79 -> 97.09; float32 2048 x 50257 413.30 -> 312.72 (70.8% -> 93.5%), 4096 x 32001 449.73
+  // -> 381.57, 1024 x 100003 500.75 -> 319.22, 8192 x 14337 371.84 -> 323.65, 32768 x 1031 104.61
+  // -> 97.34, 64 x 100003 38.72 -> 33.95; the aligned rows of the same sizes came out the same
+  // (bfloat16 2048 x 50264 165.18, float32 304.16).
+  const bool peeled_regs = kVec > 1 || (peel && !env_equals("REDUCE_OPS_BACKWARD_PEELED_REGS", "off"));
   // A warp up to 2 packs a lane (1 for 16-bit rows), then a block wherever it fits, then
   // clusters. H200 (tune_rows.py), warp vs block: 65536 x 1024 bfloat16 75% vs 93% of copy;
   // since the block kernels run one block per row, bfloat16 262144 x 512 95 vs 101, float32
@@ -1250,7 +1271,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // block and cluster kernels. H200 (h200_study/session59_rows.txt), plain -> marked, us: float32
   // 4096 x 32768 398.5 -> 390.6 (0.96x -> 0.98x torch.compile), 1024 x 262144 898 -> 854;
   // bfloat16 16384 x 4096 98.4 -> 96.3, 442368 x 128 84.6 -> 82.8.
-  const bool marked = kVec * sizeof(T) == 16 && row_loads_marked(3 * r.rows * r.cols * static_cast<int64_t>(sizeof(T)));
+  const bool marked = kRegVec * sizeof(T) == 16 && row_loads_marked(3 * r.rows * r.cols * static_cast<int64_t>(sizeof(T)));
   auto warp = [&] {
     auto run = [&](auto packs_tag, auto width_tag) {
       constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
@@ -1300,9 +1321,17 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // 100, float32 131072 x 20, 65536 x 100 and 32768 x 197. REDUCE_OPS_BACKWARD_WARP=packs|elements
   // (a developer knob) forces either where it fits.
   const int64_t peeled_whole = r.cols / kPeeledVec;
+  // Past a whole pack a lane (16-bit rows) or two (wider), the register block (peeled_regs), as
+  // for aligned rows (warp_preferred). H200 (rows_ab.py, h200_study/session73.txt, call 3), us,
+  // peeled warp -> block: bfloat16 65536 x 300 47.62 -> 45.38, 65536 x 511 60.40 -> 52.26, 65536 x
+  // 700 74.08 -> 69.94, 32768 x 1021 53.79 -> 52.06, 131072 x 400 even; float32 131072 x 263
+  // 105.09 -> 100.51, 65536 x 511 100.45 -> 97.47, 65536 x 300 even. Within them the warp won
+  // (bfloat16 131072 x 263: 60.00 against 84.74, 262144 x 200 82.08 against 162.78).
+  const bool peeled_block_wins = peeled_regs && block_fits && !few_rows &&
+                                 peeled_whole > (sizeof(T) == 2 ? 1 : 2) * kWarpSize;
   const bool peeled_warp_fits = peel && peeled_whole <= 32 * kRowPacks;
-  const bool peeled_warp_wins = sizeof(T) == 2 ? peeled_whole <= 4 || peeled_whole > 16
-                                               : peeled_whole <= 16 || peeled_whole > 64;
+  const bool peeled_warp_wins = !peeled_block_wins && (sizeof(T) == 2 ? peeled_whole <= 4 || peeled_whole > 16
+                                                                        : peeled_whole <= 16 || peeled_whole > 64);
   const bool peeled_warp_preferred =
       peeled_warp_fits && (env_equals("REDUCE_OPS_BACKWARD_WARP", "packs") ||
                            (peeled_warp_wins && !env_equals("REDUCE_OPS_BACKWARD_WARP", "elements")));
@@ -1350,46 +1379,45 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     }
   };
   auto block = [&] {
-    if constexpr (kVec > 1) {
-      auto run = [&](auto packs_tag) {
-        constexpr int kPacks = decltype(packs_tag)::value;
-        with_marked_loads<kVec * sizeof(T) == 16>(marked, [&](auto last) {
-          auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, false, false, decltype(last)::value>;
-          const int threads = warps_of_threads(packs, kPacks);
-          kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r, 0u);
-        });
-      };
-      if (packs <= 2 * kPreferredRegThreads) run(Int<2>{});
-      else run(Int<kRowPacks>{});
-    }
+    auto run = [&](auto packs_tag) {
+      constexpr int kPacks = decltype(packs_tag)::value;
+      with_marked_loads<kRegVec * sizeof(T) == 16>(marked, [&](auto last) {
+        auto kernel =
+            softmax_backward_regs_kernel<T, Acc, kRegVec, kPacks, false, false, decltype(last)::value, kVec == 1>;
+        const int threads = warps_of_threads(reg_packs, kPacks);
+        kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r, 0u);
+      });
+    };
+    if (reg_packs <= 2 * kPreferredRegThreads) run(Int<2>{});
+    else run(Int<kRowPacks>{});
   };
   auto cluster = [&](bool automatic) {
-    if constexpr (kVec > 1) {
-      // No bulk copy of the next rows here: it lost (H200, 1024 x 262144 bfloat16: 88% -> 81%).
-      // out's packs wait in shared memory (kOutShared) unless REDUCE_OPS_CLUSTER_HOLD=registers
-      // (a developer knob): a block holds twice the packs, so a cluster needs half the blocks and
-      // each SM moves twice the bytes per cluster barrier. H200 (tune_rows.py), registers ->
-      // shared: float32 1024 x 262144 63% -> 82% of copy (16 -> 8 blocks), 2048 x 131072
-      // 91 -> 94 (8 -> 4); bfloat16 1024 x 262144 88 -> 93 (8 -> 4), 128 x 1048576 56 -> 62
-      // (split -> 16 blocks); 4096 x 32768 (the block per row) unchanged.
-      if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
-        constexpr int kPacks = kMaxRegPacks<Acc>;
-        return with_marked_loads<kVec * sizeof(T) == 16>(marked, [&](auto last) {
-          auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kPacks, true, true, decltype(last)::value>;
-          auto launch = [&](int blocks, int threads) {
-            return launch_on_clusters(kernel, r.rows, blocks, threads, stage_smem<T, kVec, kPacks>(threads), stream,
-                                      grad, out, gx, r);
-          };
-          return try_cluster_sizes(r.rows, r.cols, packs, kPacks, automatic, RowOp::kSoftmaxBackward, launch);
-        });
-      }
-      auto kernel = softmax_backward_regs_kernel<T, Acc, kVec, kRowPacks, true>;
-      auto launch = [&](int blocks, int threads) {
-        return launch_on_clusters(kernel, r.rows, blocks, threads, 0, stream, grad, out, gx, r);
-      };
-      return try_cluster_sizes(r.rows, r.cols, packs, kRowPacks, automatic, RowOp::kSoftmaxBackward, launch);
+    if (!regs_apply) return false;
+    constexpr bool kPeeled = kVec == 1;
+    // No bulk copy of the next rows here: it lost (H200, 1024 x 262144 bfloat16: 88% -> 81%).
+    // out's packs wait in shared memory (kOutShared) unless REDUCE_OPS_CLUSTER_HOLD=registers
+    // (a developer knob): a block holds twice the packs, so a cluster needs half the blocks and
+    // each SM moves twice the bytes per cluster barrier. H200 (tune_rows.py), registers ->
+    // shared: float32 1024 x 262144 63% -> 82% of copy (16 -> 8 blocks), 2048 x 131072
+    // 91 -> 94 (8 -> 4); bfloat16 1024 x 262144 88 -> 93 (8 -> 4), 128 x 1048576 56 -> 62
+    // (split -> 16 blocks); 4096 x 32768 (the block per row) unchanged.
+    if (!env_equals("REDUCE_OPS_CLUSTER_HOLD", "registers")) {
+      constexpr int kPacks = kMaxRegPacks<Acc>;
+      return with_marked_loads<kRegVec * sizeof(T) == 16>(marked, [&](auto last) {
+        auto kernel =
+            softmax_backward_regs_kernel<T, Acc, kRegVec, kPacks, true, true, decltype(last)::value, kPeeled>;
+        auto launch = [&](int blocks, int threads) {
+          return launch_on_clusters(kernel, r.rows, blocks, threads, stage_smem<T, kRegVec, kPacks>(threads), stream,
+                                    grad, out, gx, r);
+        };
+        return try_cluster_sizes(r.rows, r.cols, reg_packs, kPacks, automatic, RowOp::kSoftmaxBackward, launch);
+      });
     }
-    return false;
+    auto kernel = softmax_backward_regs_kernel<T, Acc, kRegVec, kRowPacks, true, false, false, kPeeled>;
+    auto launch = [&](int blocks, int threads) {
+      return launch_on_clusters(kernel, r.rows, blocks, threads, 0, stream, grad, out, gx, r);
+    };
+    return try_cluster_sizes(r.rows, r.cols, reg_packs, kRowPacks, automatic, RowOp::kSoftmaxBackward, launch);
   };
   // The peeled "smem" kernel on clusters of C blocks, a segment of the row each (kCluster), where
   // REDUCE_OPS_BACKWARD_SMEM=cluster (C from REDUCE_OPS_CLUSTER, 2 by default), or in auto by
@@ -1488,8 +1516,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   else if (tile_preferred) tile();
   else if (peeled_warp_preferred) peeled_warp();
   else if (warp_preferred) warp();
-  else if (block_fits && !few_rows) block();
-  else if (cluster(true)) {
+  else if (peeled_regs && block_fits && !few_rows) block();
+  else if (peeled_regs && cluster(true)) {
     // launched
   } else if (smem_fits && !few_rows) shared();
   else split();
