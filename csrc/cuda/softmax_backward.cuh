@@ -270,12 +270,12 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
   // A peeled row's edges: thread t of the first block holds edge t (none past 2 x kVec - 2).
   const int edge_index = share.rank == 0 ? static_cast<int>(threadIdx.x) : 2 * kVec;
   // 32-bit pack indices within the row: the launcher's rows hold at most 16 x 1024 x 8 packs.
+  const int aligned_packs = static_cast<int>(r.cols / kVec);  // a row's packs unless kPeeled
   // Under kOutShared the current row's out (NextRow serves as a one-stage ring: it is loaded at
   // the row's start and read through the write); otherwise nothing. Its packs are the row's
   // (a peeled row's own, set at each row).
   NextRow<T, kVec, kPacks, kOutShared ? Ahead::kShared : Ahead::kNone, kLastLoads> y_stage{
-      first, static_cast<int>(blockDim.x), static_cast<int>(r.cols / kVec), reinterpret_cast<T*>(stage_raw),
-      &arrival};
+      first, static_cast<int>(blockDim.x), aligned_packs, reinterpret_cast<T*>(stage_raw), &arrival};
   y_stage.init();
   int parity = 0;
   stagger_cluster_start(share, stagger_ns);  // row_norm.cuh
@@ -283,17 +283,23 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
     const int64_t base = row * r.cols;
     // Pack q of the row at base + at.head + q * kVec of grad, out and grad_x alike.
     const RowPacks<T, kVec, kPeeled> at(grad + base, r.cols);
-    const int packs = at.packs;
+    const int packs = kPeeled ? at.packs : aligned_packs;
     const int64_t middle = base + at.head;
     if constexpr (kPeeled) y_stage.packs = packs;
     if constexpr (kOutShared) y_stage.load(out + middle);  // the copy flies while grad's loads do
-    // This thread's packs p < held lie in the row (one bound, not a pack index a p, held live).
+    // Whether this thread's pack p lies in the row. A peeled row bounds p by one count a row
+    // (held): comparing each pack's index, 8 of them held live, spilled its clusters' kernel (64
+    // registers at 1024 threads). Aligned rows keep the compare: the count cost float32 1024 x
+    // 262144's clusters 2.2% (h200_study/session73.txt, section 6).
     const int held = packs > first ? (packs - first + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x) : 0;
+    const auto in_row = [&](int p) {
+      return kPeeled ? p < held : first + p * static_cast<int>(blockDim.x) < packs;
+    };
     PackWords<T, kVec> g[kPacks], y[kOutShared ? 1 : kPacks];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
-      if (p < held) {
+      if (in_row(p)) {
         constexpr bool kMarked = kLastLoads && kVec * sizeof(T) == 16;
         g[p].template load_marked<kMarked>(grad + middle + q * kVec);
         if constexpr (!kOutShared) y[p].template load_marked<kMarked>(out + middle + q * kVec);
@@ -317,7 +323,7 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
     };
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      if (p < held) {
+      if (in_row(p)) {
         const PackWords<T, kVec> yp = y_pack(p);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) dot += g[p].template get<Acc>(k) * yp.template get<Acc>(k);
@@ -328,7 +334,7 @@ __global__ void __launch_bounds__(1024) softmax_backward_regs_kernel(const T* __
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int q = first + p * static_cast<int>(blockDim.x);
-      if (p < held) {
+      if (in_row(p)) {
         const PackWords<T, kVec> yp = y_pack(p);
         Acc o[kVec];
 #pragma unroll
