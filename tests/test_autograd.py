@@ -273,6 +273,46 @@ def test_softmax_backward_short_rows_lanes_a_row(monkeypatch, fewest, dtype, pac
     assert_backward_close(got[0], grad, out, dtype)
 
 
+# Rows of 33-40 whole 16-byte packs on 16 lanes a row at 3 packs a lane (launch_backward_rows'
+# sixteen_lanes), 32 on 32 lanes at one, 41 past them (16-bit rows on the register block, wider rows
+# 2 packs over 32 lanes); REDUCE_OPS_BACKWARD_16_LANES=off gives 33-40 the layouts before. Aligned
+# rows, and 16-bit rows of an odd length by their aligned middles (peeled; wider peeled rows of
+# this length go an element a lane either way). 700 rows, a NaN row among them.
+@requires_cuda
+@pytest.mark.parametrize("sixteen", ["auto", "off"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
+                         ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("packs,peeled", [(32, False), (33, False), (37, False), (40, False), (41, False),
+                                          (33, True), (40, True)], ids=str)
+def test_softmax_backward_rows_of_33_to_40_packs(monkeypatch, sixteen, dtype, packs, peeled):
+    monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
+    if sixteen == "off":
+        monkeypatch.setenv("REDUCE_OPS_BACKWARD_16_LANES", "off")
+    vec = 16 // dtype.itemsize
+    cols = packs * vec + (vec // 2 if peeled else 0)  # peeled: `packs` whole packs and a half
+    x = make_input((700, cols), dtype, "cuda")
+    x[350, cols // 2] = float("nan")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    grad = make_input((700, cols), dtype, "cuda")
+    got = []
+    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    # softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>: (packs a lane, lanes)
+    warps = [(a[3], a[4]) for a in launches_of(names, "softmax_backward_warp_kernel")]
+    blocks = launches_of(names, "softmax_backward_regs_kernel")
+    sixteen_bit = dtype.itemsize == 2
+    if peeled and not sixteen_bit:
+        assert [a[2] for a in launches_of(names, "softmax_backward_warp_kernel")] == ["1"], names
+    elif packs == 32:
+        assert warps == [("1", "32")] and not blocks, names
+    elif packs <= 40 and sixteen == "auto":
+        assert warps == [("3", "16")] and not blocks, names
+    elif sixteen_bit:
+        assert not warps and len(blocks) == 1, names
+    else:
+        assert warps == [("2", "32")] and not blocks, names
+    assert_backward_close(got[0], grad, out, dtype)
+
+
 # Rows that are not whole 16-byte packs: on tensors that start on 16-byte boundaries, the warp
 # kernel up to 8 elements a lane (197), the "smem" kernel by packs with a head and a tail (511,
 # 1021, 4099, 50257; several rows a block) and the "split" kernels so each segment (auto: the
@@ -434,14 +474,15 @@ def test_softmax_backward_peeled_registers(monkeypatch, strategy, blocks, dtype,
 
 
 # The automatic choice for peeled rows (tensors on 16-byte boundaries): a warp up to a whole pack
-# a lane (16-bit rows) or two (wider), the register block past that where it holds the row and
+# a lane or 40 packs (16-bit rows) or two (wider), the register block past that where it holds the row and
 # the rows are many, then clusters (sm_90); REDUCE_OPS_BACKWARD_PEELED_REGS=off keeps every row
 # off the register kernels (the peeled warp, "smem" and its clusters, the split, as before).
 @requires_cuda
 @pytest.mark.parametrize("regs", ["auto", "off"])
 @pytest.mark.parametrize("dtype,rows,cols,kernel", [
     (torch.bfloat16, 4096, 263, "warp"),  # 32 whole packs: a pack a lane
-    (torch.bfloat16, 4096, 300, "block"),
+    (torch.bfloat16, 4096, 300, "warp"),  # 37: 3 packs a lane over 16 lanes
+    (torch.bfloat16, 4096, 401, "block"),  # 50
     (torch.bfloat16, 1024, 4099, "block"),
     (torch.bfloat16, 512, 50257, "cluster"),  # 6283 packs: past a block's 4096
     (torch.float32, 4096, 255, "warp"),  # 63 whole packs: two a lane

@@ -1183,6 +1183,10 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   launch_vec<In, Out, Acc, Policy, 1>(xp, yp, g, policy, stream, x.options());
 }
 
+// Rows of up to this many packs (past 32) the backward's warp kernel takes 16 lanes a row at 3 packs a
+// lane (launch_backward_rows' sixteen_lanes).
+constexpr int64_t kSixteenLanePacks = 40;
+
 // The backward dispatcher: the forward's strategies with both rows on chip, so each register
 // kernel thread holds up to kRowPacks packs of each row (the clusters: kMaxRegPacks of grad, with
 // out's in shared memory).
@@ -1263,7 +1267,22 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // clusters. H200 (tune_rows.py), warp vs block: 65536 x 1024 bfloat16 75% vs 93% of copy;
   // since the block kernels run one block per row, bfloat16 262144 x 512 95 vs 101, float32
   // 262144 x 256 100% on the warp; 4096 x 32768 bfloat16: block 99%, a cluster 94%.
-  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= (sizeof(T) == 2 ? 1 : 2) * kWarpSize);
+  // Rows of 33-40 packs go 16 lanes a row at 3 packs a lane (48 slots), where 2 packs over 32 lanes
+  // left half of them idle and the block ran them a warp a row (a 1-warp block, 32 an SM), unless
+  // REDUCE_OPS_BACKWARD_16_LANES=off (a developer knob, for measurement). H200 (rows_ab.py,
+  // h200_study/session73.txt, calls 9-10), us, 16-bit rows on the block / float32 rows on 32 lanes
+  // -> 16 lanes (torch.compile), call 10: bfloat16 131072 x 264 84.64 -> 66.78 (54.27), 131072 x 320
+  // 85.02 -> 82.69 (63.71), 262144 x 264 163.60 -> 124.35 (101.58), peeled 65536 x 265 45.15 -> 41.60
+  // (36.80), 65536 x 301 45.44 -> 45.18, 65536 x 319 45.79 -> 46.67 (the one loss); float16 peeled
+  // 65536 x 265 45.02 -> 35.58 (36.67); float32 131072 x 132 58.03 -> 53.44 (53.39), 131072 x 160
+  // 64.10 -> 62.69 (62.56). Still behind torch.compile on 16-bit rows of 264-320 (0.69-0.81x).
+  // Past 40 packs 4 packs over 16 lanes lost (bfloat16 131072 x 400 85.54 -> 114.94); 5-8 packs over
+  // 8 lanes lost to 16 lanes but on peeled 65536 x 300 (43.68 against 44.93; 131072 x 264 79.55,
+  // 131072 x 400 175.23).
+  const bool sixteen_lanes = !env_equals("REDUCE_OPS_BACKWARD_16_LANES", "off");
+  const bool warp_preferred =
+      warp_fits && (kVec == 1 || packs <= (sizeof(T) == 2 ? 1 : 2) * kWarpSize ||
+                    (sixteen_lanes && packs <= kSixteenLanePacks));
   // smem: both rows fit one block's opt-in shared memory.
   const bool smem_fits = smem <= block_smem_limit();
   const bool few_rows = too_few_blocks(r.rows, 1, r.cols);
@@ -1299,6 +1318,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     else if (kVec > 1 && packs <= 8) run(Int<1>{}, Int<8>{});
     else if (kVec > 1 && packs <= 16) run(Int<1>{}, Int<16>{});
     else if (packs <= 32) run(Int<1>{}, Int<32>{});
+    else if (kVec > 1 && sixteen_lanes && packs <= kSixteenLanePacks) run(Int<3>{}, Int<16>{});
     else if (packs <= 64) run(Int<2>{}, Int<32>{});
     else if (packs <= 32 * kRowPacks) run(Int<kRowPacks>{}, Int<32>{});
     else if constexpr (kVec == 1) run(Int<8>{}, Int<32>{});  // peel: warp_fits caps rows at 256
@@ -1321,14 +1341,16 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // 100, float32 131072 x 20, 65536 x 100 and 32768 x 197. REDUCE_OPS_BACKWARD_WARP=packs|elements
   // (a developer knob) forces either where it fits.
   const int64_t peeled_whole = r.cols / kPeeledVec;
-  // Past a whole pack a lane (16-bit rows) or two (wider), the register block (peeled_regs), as
-  // for aligned rows (warp_preferred). H200 (rows_ab.py, h200_study/session73.txt, call 3), us,
+  // Past a whole pack a lane (16-bit rows; past kSixteenLanePacks, sixteen_lanes) or two (wider),
+  // the register block (peeled_regs), as for aligned rows (warp_preferred). H200 (rows_ab.py,
+  // h200_study/session73.txt, call 3), us,
   // peeled warp -> block: bfloat16 65536 x 300 47.62 -> 45.38, 65536 x 511 60.40 -> 52.26, 65536 x
   // 700 74.08 -> 69.94, 32768 x 1021 53.79 -> 52.06, 131072 x 400 even; float32 131072 x 263
   // 105.09 -> 100.51, 65536 x 511 100.45 -> 97.47, 65536 x 300 even. Within them the warp won
   // (bfloat16 131072 x 263: 60.00 against 84.74, 262144 x 200 82.08 against 162.78).
-  const bool peeled_block_wins = peeled_regs && block_fits && !few_rows &&
-                                 peeled_whole > (sizeof(T) == 2 ? 1 : 2) * kWarpSize;
+  const bool peeled_block_wins =
+      peeled_regs && block_fits && !few_rows &&
+      peeled_whole > std::max<int64_t>((sizeof(T) == 2 ? 1 : 2) * kWarpSize, sixteen_lanes ? kSixteenLanePacks : 0);
   const bool peeled_warp_fits = peel && peeled_whole <= 32 * kRowPacks;
   const bool peeled_warp_wins = !peeled_block_wins && (sizeof(T) == 2 ? peeled_whole <= 4 || peeled_whole > 16
                                                                         : peeled_whole <= 16 || peeled_whole > 64);
@@ -1351,6 +1373,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
       else if (peeled_whole <= 8) run(Int<2>{}, Int<4>{});
       else if (peeled_whole <= 16) run(Int<2>{}, Int<8>{});
       else if (peeled_whole <= 32) run(Int<1>{}, Int<32>{});
+      else if (sixteen_lanes && peeled_whole <= kSixteenLanePacks) run(Int<3>{}, Int<16>{});
       else if (peeled_whole <= 64) run(Int<2>{}, Int<32>{});
       else run(Int<kRowPacks>{}, Int<32>{});
     }
