@@ -178,6 +178,23 @@ def assert_backward_close(got, grad, out, dtype):
     assert ok.all()
 
 
+def backward_operands(rows, cols, dtype, nan_at=None):
+    """grad and out (x's softmax in float64, cast to dtype) of random rows on the GPU; nan_at=(row,
+    col) puts a NaN in x there, which makes that row's out NaN."""
+    x = make_input((rows, cols), dtype, "cuda")
+    if nan_at is not None:
+        x[nan_at] = float("nan")
+    out = torch.softmax(x.double(), -1).to(dtype)
+    return make_input((rows, cols), dtype, "cuda"), out
+
+
+def backward_launches(grad, out):
+    """softmax_backward(grad, out, -1) and the names of the CUDA kernels it launched."""
+    got = []
+    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    return got[0], names
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("rows,cols", [(300, 128), (33, 1000), (9, 6000), (4, 40000), (2, 300000)],
@@ -261,16 +278,12 @@ def test_softmax_backward_short_rows_lanes_a_row(monkeypatch, fewest, dtype, pac
     if fewest != "auto":
         monkeypatch.setenv("REDUCE_OPS_BACKWARD_LANES", fewest)
     cols = packs * 16 // dtype.itemsize
-    x = make_input((700, cols), dtype, "cuda")
-    x[350, cols // 2] = float("nan")
-    out = torch.softmax(x.double(), -1).to(dtype)
-    grad = make_input((700, cols), dtype, "cuda")
-    got = []
-    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    grad, out = backward_operands(700, cols, dtype, nan_at=(350, cols // 2))
+    got, names = backward_launches(grad, out)
     lanes = [a[4] for a in launches_of(names, "softmax_backward_warp_kernel")]
     least = 1 if fewest == "auto" else int(fewest)
     assert lanes == [str(max(least, 1 << (packs - 1).bit_length()))], names
-    assert_backward_close(got[0], grad, out, dtype)
+    assert_backward_close(got, grad, out, dtype)
 
 
 # Rows of 33-40 whole 16-byte packs on 16 lanes a row at 3 packs a lane (launch_backward_rows'
@@ -290,12 +303,8 @@ def test_softmax_backward_rows_of_33_to_40_packs(monkeypatch, sixteen, dtype, pa
         monkeypatch.setenv("REDUCE_OPS_BACKWARD_16_LANES", "off")
     vec = 16 // dtype.itemsize
     cols = packs * vec + (vec // 2 if peeled else 0)  # peeled: `packs` whole packs and a half
-    x = make_input((700, cols), dtype, "cuda")
-    x[350, cols // 2] = float("nan")
-    out = torch.softmax(x.double(), -1).to(dtype)
-    grad = make_input((700, cols), dtype, "cuda")
-    got = []
-    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    grad, out = backward_operands(700, cols, dtype, nan_at=(350, cols // 2))
+    got, names = backward_launches(grad, out)
     # softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>: (packs a lane, lanes)
     warps = [(a[3], a[4]) for a in launches_of(names, "softmax_backward_warp_kernel")]
     blocks = launches_of(names, "softmax_backward_regs_kernel")
@@ -310,7 +319,7 @@ def test_softmax_backward_rows_of_33_to_40_packs(monkeypatch, sixteen, dtype, pa
         assert not warps and len(blocks) == 1, names
     else:
         assert warps == [("2", "32")] and not blocks, names
-    assert_backward_close(got[0], grad, out, dtype)
+    assert_backward_close(got, grad, out, dtype)
 
 
 # Rows that are not whole 16-byte packs: on tensors that start on 16-byte boundaries, the warp
@@ -448,12 +457,8 @@ def test_softmax_backward_peeled_registers(monkeypatch, strategy, blocks, dtype,
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_HOLD", "registers" if strategy.endswith("registers") else "shared")
     if blocks is not None:
         monkeypatch.setenv("REDUCE_OPS_CLUSTER", blocks)
-    x = make_input((rows, cols), dtype, "cuda")
-    x[rows // 2, cols // 3] = float("nan")
-    out = torch.softmax(x.double(), -1).to(dtype)
-    grad = make_input((rows, cols), dtype, "cuda")
-    got = []
-    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    grad, out = backward_operands(rows, cols, dtype, nan_at=(rows // 2, cols // 3))
+    got, names = backward_launches(grad, out)
     vec = 16 // out.element_size()
     packs = -(-cols // vec)
     # The plan's own limits: a block holds 4 packs of each row a thread (1024 threads); a cluster's
@@ -465,12 +470,10 @@ def test_softmax_backward_peeled_registers(monkeypatch, strategy, blocks, dtype,
     if fits:
         assert [(a[4], a[5], a[7]) for a in regs] == [(str(cluster).lower(), str(strategy == "cluster").lower(),
                                                        "true")], names
-    assert_backward_close(got[0], grad, out, dtype)
-    got_off = []
-    names = cuda_kernels_run(lambda: got_off.append(reduce_ops.softmax_backward(off_16_bytes(grad), off_16_bytes(out),
-                                                                                 -1)))
+    assert_backward_close(got, grad, out, dtype)
+    got_off, names = backward_launches(off_16_bytes(grad), off_16_bytes(out))
     assert not launches_of(names, "softmax_backward_regs_kernel"), names
-    assert_backward_close(got_off[0], grad, out, dtype)
+    assert_backward_close(got_off, grad, out, dtype)
 
 
 # The automatic choice for peeled rows (tensors on 16-byte boundaries): a warp up to a whole pack
@@ -495,11 +498,8 @@ def test_softmax_backward_peeled_rows_automatic(monkeypatch, regs, dtype, rows, 
         monkeypatch.setenv("REDUCE_OPS_BACKWARD_PEELED_REGS", "off")
     if kernel == "cluster" and torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("clusters need sm_90")
-    x = make_input((rows, cols), dtype, "cuda")
-    out = torch.softmax(x.double(), -1).to(dtype)
-    grad = make_input((rows, cols), dtype, "cuda")
-    got = []
-    names = cuda_kernels_run(lambda: got.append(reduce_ops.softmax_backward(grad, out, -1)))
+    grad, out = backward_operands(rows, cols, dtype)
+    got, names = backward_launches(grad, out)
     # <T, Acc, kVec, kPacks, kCluster, kOutShared, kLastLoads, kPeeled>
     launched = [("cluster" if a[4] == "true" else "block", a[7])
                 for a in launches_of(names, "softmax_backward_regs_kernel")]
@@ -508,7 +508,7 @@ def test_softmax_backward_peeled_rows_automatic(monkeypatch, regs, dtype, rows, 
         assert warps and launched == [], names
     else:
         assert launched == ([] if regs == "off" else [(kernel, "true")]), names
-    assert_backward_close(got[0], grad, out, dtype)
+    assert_backward_close(got, grad, out, dtype)
 
 
 # 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged
