@@ -195,6 +195,12 @@ def backward_launches(grad, out):
     return got[0], names
 
 
+def backward_warps(names):
+    """The template arguments of the backward's warp kernel launches among `names`: the plain kernel
+    and its 64-register twin (softmax_backward_warp_capped_kernel) alike."""
+    return launches_of(names, "softmax_backward_warp_kernel", "softmax_backward_warp_capped_kernel")
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("rows,cols", [(300, 128), (33, 1000), (9, 6000), (4, 40000), (2, 300000)],
@@ -280,24 +286,26 @@ def test_softmax_backward_short_rows_lanes_a_row(monkeypatch, fewest, dtype, pac
     cols = packs * 16 // dtype.itemsize
     grad, out = backward_operands(700, cols, dtype, nan_at=(350, cols // 2))
     got, names = backward_launches(grad, out)
-    lanes = [a[4] for a in launches_of(names, "softmax_backward_warp_kernel")]
+    lanes = [a[4] for a in backward_warps(names)]
     least = 1 if fewest == "auto" else int(fewest)
     assert lanes == [str(max(least, 1 << (packs - 1).bit_length()))], names
     assert_backward_close(got, grad, out, dtype)
 
 
-# Rows of 33-40 whole 16-byte packs on 16 lanes a row at 3 packs a lane (launch_backward_rows'
-# sixteen_lanes), 32 on 32 lanes at one, 41 past them (16-bit rows on the register block, wider rows
-# 2 packs over 32 lanes); REDUCE_OPS_BACKWARD_16_LANES=off gives 33-40 the layouts before. Aligned
-# rows, and 16-bit rows of an odd length by their aligned middles (peeled; wider peeled rows of
-# this length go an element a lane either way). 700 rows, a NaN row among them.
+# Rows of 33-48 whole 16-byte packs on 16 lanes a row at 3 packs a lane (launch_backward_rows'
+# sixteen_lanes; 16-bit ones on the 64-register kernel), 32 on 32 lanes at one, 49 past them (16-bit
+# rows on the register block, wider rows 2 packs over 32 lanes); REDUCE_OPS_BACKWARD_16_LANES=off
+# gives 33-48 the layouts before. Aligned rows, and 16-bit rows of an odd length by their aligned
+# middles (peeled; wider peeled rows of this length go an element a lane either way). 700 rows, a
+# NaN row among them.
 @requires_cuda
 @pytest.mark.parametrize("sixteen", ["auto", "off"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
                          ids=lambda d: str(d)[6:])
 @pytest.mark.parametrize("packs,peeled", [(32, False), (33, False), (37, False), (40, False), (41, False),
-                                          (33, True), (40, True)], ids=str)
-def test_softmax_backward_rows_of_33_to_40_packs(monkeypatch, sixteen, dtype, packs, peeled):
+                                          (48, False), (49, False), (33, True), (40, True), (45, True),
+                                          (48, True)], ids=str)
+def test_softmax_backward_rows_of_33_to_48_packs(monkeypatch, sixteen, dtype, packs, peeled):
     monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
     if sixteen == "off":
         monkeypatch.setenv("REDUCE_OPS_BACKWARD_16_LANES", "off")
@@ -306,19 +314,41 @@ def test_softmax_backward_rows_of_33_to_40_packs(monkeypatch, sixteen, dtype, pa
     grad, out = backward_operands(700, cols, dtype, nan_at=(350, cols // 2))
     got, names = backward_launches(grad, out)
     # softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>: (packs a lane, lanes)
-    warps = [(a[3], a[4]) for a in launches_of(names, "softmax_backward_warp_kernel")]
+    warps = [(a[3], a[4]) for a in backward_warps(names)]
+    capped = launches_of(names, "softmax_backward_warp_capped_kernel")
     blocks = launches_of(names, "softmax_backward_regs_kernel")
     sixteen_bit = dtype.itemsize == 2
     if peeled and not sixteen_bit:
-        assert [a[2] for a in launches_of(names, "softmax_backward_warp_kernel")] == ["1"], names
+        assert [a[2] for a in backward_warps(names)] == ["1"], names
     elif packs == 32:
         assert warps == [("1", "32")] and not blocks, names
-    elif packs <= 40 and sixteen == "auto":
+    elif packs <= 48 and sixteen == "auto":
         assert warps == [("3", "16")] and not blocks, names
+        assert len(capped) == (1 if sixteen_bit else 0), names
     elif sixteen_bit:
         assert not warps and len(blocks) == 1, names
     else:
         assert warps == [("2", "32")] and not blocks, names
+    assert_backward_close(got, grad, out, dtype)
+
+
+# 16-bit rows of 49-64 whole packs take the register block a warp a row (1-warp blocks), on a grid of
+# 16 waves of resident blocks (launch_backward_rows' block_waves) rather than a block a row, so each
+# block runs several rows: 70000 rows (past 16 waves of 32 blocks on 132 SMs) of 50 packs, aligned
+# and peeled, a NaN row among them; REDUCE_OPS_BACKWARD_BLOCK_WAVES=off gives a block a row.
+@requires_cuda
+@pytest.mark.parametrize("waves", ["auto", "1", "off"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=lambda d: str(d)[6:])
+@pytest.mark.parametrize("cols", [400, 401], ids=str)
+def test_softmax_backward_one_warp_blocks_loop(monkeypatch, waves, dtype, cols):
+    monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
+    monkeypatch.delenv("REDUCE_OPS_ROW_WAVES", raising=False)
+    if waves != "auto":
+        monkeypatch.setenv("REDUCE_OPS_BACKWARD_BLOCK_WAVES", waves)
+    grad, out = backward_operands(70000, cols, dtype, nan_at=(69999, cols // 2))
+    got, names = backward_launches(grad, out)
+    # <T, Acc, kVec, kPacks, kCluster, ...>: the block, 2 packs a thread
+    assert [(a[3], a[4]) for a in launches_of(names, "softmax_backward_regs_kernel")] == [("2", "false")], names
     assert_backward_close(got, grad, out, dtype)
 
 
@@ -477,7 +507,7 @@ def test_softmax_backward_peeled_registers(monkeypatch, strategy, blocks, dtype,
 
 
 # The automatic choice for peeled rows (tensors on 16-byte boundaries): a warp up to a whole pack
-# a lane or 40 packs (16-bit rows) or two (wider), the register block past that where it holds the row and
+# a lane or 48 packs (16-bit rows) or two (wider), the register block past that where it holds the row and
 # the rows are many, then clusters (sm_90); REDUCE_OPS_BACKWARD_PEELED_REGS=off keeps every row
 # off the register kernels (the peeled warp, "smem" and its clusters, the split, as before).
 @requires_cuda
@@ -503,7 +533,7 @@ def test_softmax_backward_peeled_rows_automatic(monkeypatch, regs, dtype, rows, 
     # <T, Acc, kVec, kPacks, kCluster, kOutShared, kLastLoads, kPeeled>
     launched = [("cluster" if a[4] == "true" else "block", a[7])
                 for a in launches_of(names, "softmax_backward_regs_kernel")]
-    warps = launches_of(names, "softmax_backward_warp_kernel")
+    warps = backward_warps(names)
     if kernel == "warp":
         assert warps and launched == [], names
     else:

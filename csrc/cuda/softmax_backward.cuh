@@ -3,7 +3,8 @@
 // The same strategies as the forward (row_norm.cuh), with two input rows instead of one:
 //   softmax_backward_warp_kernel   ("warp") kWidth lanes per row, both rows in registers
 //                                  (kPeeled: a row that is not whole 16-byte packs by its
-//                                  aligned middle's packs, its edges an element a lane).
+//                                  aligned middle's packs, its edges an element a lane);
+//                                  softmax_backward_warp_capped_kernel the same at 64 registers.
 //   softmax_backward_tile_kernel   ("tile") short rows that are not whole 16-byte packs: a tile
 //                                  of consecutive rows a block, into shared memory and out by
 //                                  16-byte packs, kWidth lanes a row there.
@@ -79,12 +80,42 @@ struct BackwardEdges {
   }
 };
 
+// One pack of a row as a warp lane holds it from its load to its write: 16-bit packs of whole 32-bit
+// words as their raw words, widened at each use (half the registers of floats), others as kVec values
+// in Acc. H200 (rows_ab.py, h200_study/session74.txt, call 2), us, floats -> words (torch.compile):
+// bfloat16 131072 x 264 (16 lanes of 3 packs: 72 -> 50 registers) 67.01 -> 53.42 (53.80), 131072 x
+// 320 82.26 -> 62.67 (62.81), peeled 65536 x 265 41.38 -> 34.30 (37.02); 1048576 x 16 30.61 -> 29.66,
+// 262144 x 64 30.69 -> 29.74, 442368 x 128 82.89 -> 82.16; the rest of 16-200 within 0.5%.
+template <typename T, typename Acc, int kVec,
+          bool kRaw = sizeof(T) == 2 && (kVec * sizeof(T)) % 4 == 0 && !std::is_same_v<T, Acc>>
+struct HeldPack {
+  Acc v[kVec];
+  __device__ __forceinline__ void set_raw(const T (&raw)[kVec]) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = static_cast<Acc>(raw[k]);
+  }
+  template <typename Words>  // PackWords<T, kVec>, named only where it exists (whole 32-bit words)
+  __device__ __forceinline__ void set_words(const Words& words) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = words.template get<Acc>(k);
+  }
+  __device__ __forceinline__ Acc get(int k) const { return v[k]; }
+};
+
+template <typename T, typename Acc, int kVec>
+struct HeldPack<T, Acc, kVec, true> {
+  PackWords<T, kVec> words;
+  __device__ __forceinline__ void set_raw(const T (&raw)[kVec]) { memcpy(words.w, raw, sizeof(words.w)); }
+  __device__ __forceinline__ void set_words(const PackWords<T, kVec>& w) { words = w; }
+  __device__ __forceinline__ Acc get(int k) const { return words.template get<Acc>(k); }
+};
+
 // kPeeled (16-byte packs; grad, out and grad_x on 16-byte boundaries, so a row is misaligned
 // alike in all three): each row's aligned middle by packs (RowPacks), its head and tail an
 // element a lane (BackwardEdges), as the forward's peeled warp kernel.
-template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads = false, bool kPeeled = false>
-__global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T* __restrict__ out,
-                                             T* __restrict__ gx, BackwardRows r) {
+template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads, bool kPeeled>
+__device__ __forceinline__ void softmax_backward_warp_rows(const T* __restrict__ grad, const T* __restrict__ out,
+                                                           T* __restrict__ gx, BackwardRows r) {
   static_assert(!kPeeled || kVec * sizeof(T) == 16, "peeled rows: 16-byte packs");
   using Packs = RowPacks<T, kVec, kPeeled>;
   using Edges = BackwardEdges<T, Acc, (2 * kVec - 2 + kWidth - 1) / kWidth, kPeeled>;
@@ -133,36 +164,26 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
       else edges.load(grad + row_base, out + row_base, at, r.cols, lane, kWidth);
       if (!row_ok) edges.clear();
     }
-    Acc g[kPacks][kVec], y[kPacks][kVec];
+    HeldPack<T, Acc, kVec> g[kPacks], y[kPacks];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
       if (in_row(p)) {
         if constexpr (kAhead != Ahead::kNone) {
-          const auto gw = g_next.take(p), yw = y_next.take(p);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            g[p][k] = gw.template get<Acc>(k);
-            y[p][k] = yw.template get<Acc>(k);
-          }
+          g[p].set_words(g_next.take(p));
+          y[p].set_words(y_next.take(p));
         } else if constexpr (kLastLoads && kVec * sizeof(T) == 16) {
           PackWords<T, kVec> gw, yw;
           gw.load_evict_last(grad + base + col);
           yw.load_evict_last(out + base + col);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            g[p][k] = gw.template get<Acc>(k);
-            y[p][k] = yw.template get<Acc>(k);
-          }
+          g[p].set_words(gw);
+          y[p].set_words(yw);
         } else {
           T graw[kVec], yraw[kVec];
           load_pack<T, kVec>(grad + base + col, graw);
           load_pack<T, kVec>(out + base + col, yraw);
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            g[p][k] = static_cast<Acc>(graw[k]);
-            y[p][k] = static_cast<Acc>(yraw[k]);
-          }
+          g[p].set_raw(graw);
+          y[p].set_raw(yraw);
         }
       }
     }
@@ -172,7 +193,7 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
     for (int p = 0; p < kPacks; ++p) {
       if (in_row(p)) {
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) dot += g[p][k] * y[p][k];
+        for (int k = 0; k < kVec; ++k) dot += g[p].get(k) * y[p].get(k);
       }
     }
     if constexpr (kPeeled) dot += edges.dot();
@@ -184,12 +205,28 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
         const int64_t col = (static_cast<int64_t>(p) * kWidth + lane) * kVec;
         Acc o[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) o[k] = y[p][k] * (g[p][k] - dot);
+        for (int k = 0; k < kVec; ++k) o[k] = y[p].get(k) * (g[p].get(k) - dot);
         store_pack<T, Acc, kVec>(gx + base + col, o);
       }
     }
     if constexpr (kPeeled) edges.store(gx + row_base, dot);
   }
+}
+
+template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads = false, bool kPeeled = false>
+__global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T* __restrict__ out,
+                                             T* __restrict__ gx, BackwardRows r) {
+  softmax_backward_warp_rows<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>(grad, out, gx, r);
+}
+
+// softmax_backward_warp_kernel with its registers capped at 64, so that 4 blocks share an SM
+// (launch_backward_rows says where), as the forward's row_norm_warp_capped_kernel: a kernel of its
+// own, so that the cap moves no other warp kernel's register choices.
+template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads = false, bool kPeeled = false>
+__global__ void __launch_bounds__(kBlock, 4) softmax_backward_warp_capped_kernel(const T* __restrict__ grad,
+                                                                                 const T* __restrict__ out,
+                                                                                 T* __restrict__ gx, BackwardRows r) {
+  softmax_backward_warp_rows<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>(grad, out, gx, r);
 }
 
 // "tile": short rows that are not whole 16-byte packs, `tile_rows` consecutive rows a block at a

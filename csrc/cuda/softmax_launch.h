@@ -1184,8 +1184,24 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
 }
 
 // Rows of up to this many packs (past 32) the backward's warp kernel takes 16 lanes a row at 3 packs a
-// lane (launch_backward_rows' sixteen_lanes).
-constexpr int64_t kSixteenLanePacks = 40;
+// lane (launch_backward_rows' sixteen_lanes): all 48 slots. 40 until session 74, when 16-bit lanes
+// came to hold raw words (HeldPack); H200 (rows_ab.py, h200_study/session74.txt, calls 3-4), us,
+// the block a warp a row (16-bit) or 2 packs over 32 lanes (float32) -> 16 lanes (torch.compile):
+// bfloat16 131072 x 328 68.96 -> 64.66 (64.85), 131072 x 352 71.45 -> 68.50 (68.43), 131072 x 384
+// 73.94 -> 73.58 (73.58), 32768 x 384 25.39 -> 24.38; peeled 65536 x 335 45.81 -> 38.94 (44.51),
+// 65536 x 383 46.40 -> 43.01 (48.77); float32 131072 x 164 65.97 -> 64.91, 131072 x 176 69.41 ->
+// 68.75, 131072 x 192 even. 4 packs over 16 lanes at 49-64 came out even with the block (131072 x
+// 416 80.14 against 79.86, 512 96.35 against 96.55): not taken.
+constexpr int64_t kSixteenLanePacks = 48;
+
+// The backward's warp layouts that take softmax_backward_warp_capped_kernel (64 registers, where
+// ptxas gives the raw-word kernel 50-56, both 4 blocks an SM): 16-bit rows on 16 lanes of 3 packs.
+// H200 (rows_ab.py, h200_study/session74.txt, call 2), us, plain -> capped: bfloat16 peeled 65536 x
+// 265 34.30 -> 32.48, 65536 x 319 38.49 -> 37.30; float16 34.59 -> 32.50, 38.62 -> 37.23; aligned
+// rows within 0.5% (131072 x 264 53.42 -> 53.50, 262144 x 264 100.43 -> 99.94).
+// REDUCE_OPS_BACKWARD_WARP_CAP=off (a developer knob, for measurement): the plain kernel there too.
+template <typename T, int kVec, int kPacks, int kWidth>
+constexpr bool kCappedBackwardWarp = sizeof(T) == 2 && kVec * sizeof(T) == 16 && kPacks == 3 && kWidth == 16;
 
 // The backward dispatcher: the forward's strategies with both rows on chip, so each register
 // kernel thread holds up to kRowPacks packs of each row (the clusters: kMaxRegPacks of grad, with
@@ -1267,19 +1283,20 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // clusters. H200 (tune_rows.py), warp vs block: 65536 x 1024 bfloat16 75% vs 93% of copy;
   // since the block kernels run one block per row, bfloat16 262144 x 512 95 vs 101, float32
   // 262144 x 256 100% on the warp; 4096 x 32768 bfloat16: block 99%, a cluster 94%.
-  // Rows of 33-40 packs go 16 lanes a row at 3 packs a lane (48 slots), where 2 packs over 32 lanes
-  // left half of them idle and the block ran them a warp a row (a 1-warp block, 32 an SM), unless
-  // REDUCE_OPS_BACKWARD_16_LANES=off (a developer knob, for measurement). H200 (rows_ab.py,
-  // h200_study/session73.txt, calls 9-10), us, 16-bit rows on the block / float32 rows on 32 lanes
-  // -> 16 lanes (torch.compile), call 10: bfloat16 131072 x 264 84.64 -> 66.78 (54.27), 131072 x 320
-  // 85.02 -> 82.69 (63.71), 262144 x 264 163.60 -> 124.35 (101.58), peeled 65536 x 265 45.15 -> 41.60
-  // (36.80), 65536 x 301 45.44 -> 45.18, 65536 x 319 45.79 -> 46.67 (the one loss); float16 peeled
-  // 65536 x 265 45.02 -> 35.58 (36.67); float32 131072 x 132 58.03 -> 53.44 (53.39), 131072 x 160
-  // 64.10 -> 62.69 (62.56). Still behind torch.compile on 16-bit rows of 264-320 (0.69-0.81x).
-  // Past 40 packs 4 packs over 16 lanes lost (bfloat16 131072 x 400 85.54 -> 114.94); 5-8 packs over
-  // 8 lanes lost to 16 lanes but on peeled 65536 x 300 (43.68 against 44.93; 131072 x 264 79.55,
-  // 131072 x 400 175.23).
+  // Rows of 33-48 packs (kSixteenLanePacks; 33-40 until session 74) go 16 lanes a row at 3 packs a
+  // lane (48 slots), where 2 packs over 32 lanes left half of them idle and the block ran them a
+  // warp a row (a 1-warp block, 32 an SM), unless REDUCE_OPS_BACKWARD_16_LANES=off (a developer
+  // knob, for measurement). H200 (rows_ab.py, h200_study/session73.txt, calls 9-10), us, 16-bit
+  // rows on the block / float32 rows on 32 lanes -> 16 lanes (torch.compile), call 10: bfloat16
+  // 131072 x 264 84.64 -> 66.78 (54.27), 131072 x 320 85.02 -> 82.69 (63.71), 262144 x 264 163.60
+  // -> 124.35 (101.58), peeled 65536 x 265 45.15 -> 41.60 (36.80), 65536 x 301 45.44 -> 45.18,
+  // 65536 x 319 45.79 -> 46.67 (the one loss); float16 peeled 65536 x 265 45.02 -> 35.58 (36.67);
+  // float32 131072 x 132 58.03 -> 53.44 (53.39), 131072 x 160 64.10 -> 62.69 (62.56). With raw
+  // words (session 74, HeldPack) 16-bit rows of 264-320 reach torch.compile: 131072 x 264 53.50
+  // (53.80), 131072 x 320 62.58 (62.81). 5-8 packs over 8 lanes lost to 16 lanes but on peeled
+  // 65536 x 300 (43.68 against 44.93; 131072 x 264 79.55, 131072 x 400 175.23).
   const bool sixteen_lanes = !env_equals("REDUCE_OPS_BACKWARD_16_LANES", "off");
+  const bool warp_capped = !env_equals("REDUCE_OPS_BACKWARD_WARP_CAP", "off");
   const bool warp_preferred =
       warp_fits && (kVec == 1 || packs <= (sizeof(T) == 2 ? 1 : 2) * kWarpSize ||
                     (sixteen_lanes && packs <= kSixteenLanePacks));
@@ -1295,9 +1312,15 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     auto run = [&](auto packs_tag, auto width_tag) {
       constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
       with_marked_loads<kVec * sizeof(T) == 16>(marked, [&](auto last) {
-        auto kernel = softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, decltype(last)::value>;
+        constexpr bool kLast = decltype(last)::value;
         const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
-        kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(grad, out, gx, r);
+        auto launch = [&](auto kernel) {
+          kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(grad, out, gx, r);
+        };
+        if constexpr (kCappedBackwardWarp<T, kVec, kPacks, kWidth>) {
+          if (warp_capped) return launch(softmax_backward_warp_capped_kernel<T, Acc, kVec, kPacks, kWidth, kLast>);
+        }
+        launch(softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, kLast>);
       });
     };
     // 16 lanes for 9-16 packs (bfloat16 x 128): 32 lanes left half of them idle (H200,
@@ -1365,9 +1388,14 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     if constexpr (kVec == 1) {
       auto run = [&](auto packs_tag, auto width_tag) {
         constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
-        auto kernel = softmax_backward_warp_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>;
         const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
-        kernel<<<warp_kernel_grid(kernel, groups, true), kBlock, 0, stream>>>(grad, out, gx, r);
+        auto launch = [&](auto kernel) {
+          kernel<<<warp_kernel_grid(kernel, groups, true), kBlock, 0, stream>>>(grad, out, gx, r);
+        };
+        if constexpr (kCappedBackwardWarp<T, kPeeledVec, kPacks, kWidth>) {
+          if (warp_capped) return launch(softmax_backward_warp_capped_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>);
+        }
+        launch(softmax_backward_warp_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>);
       };
       if (peeled_whole <= 4) run(Int<1>{}, Int<4>{});
       else if (peeled_whole <= 8) run(Int<2>{}, Int<4>{});
@@ -1401,14 +1429,31 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
                    grad, out, gx, r);
     }
   };
+  // Blocks of one warp (16-bit rows of 49-64 packs; 41-64 with sixteen_lanes off) run on a grid of
+  // kWarpRowWaves waves of resident blocks, each looping over rows, not a block a row: 131072
+  // 1-warp blocks took 85 us at any length from 320 to 448 values (Nsight Compute, bfloat16 131072
+  // x 384: 28% achieved occupancy of 50%), the rate at which the SMs take up new blocks.
+  // H200 (rows_ab.py, h200_study/session74.txt, call 2), us, a block a row -> 16 waves
+  // (torch.compile): bfloat16 131072 x 328 85.15 -> 68.96 (65.50), 131072 x 384 85.25 -> 74.18
+  // (74.70), 131072 x 400 85.50 -> 77.36 (78.20), 262144 x 384 164.83 -> 142.75 (143.17), 131072 x
+  // 448 85.95 -> 85.40, 131072 x 512 96.08 -> 96.54, peeled 65536 x 401 even; 8 waves lost 1-3%
+  // to 16. REDUCE_OPS_BACKWARD_BLOCK_WAVES=<n>|off (a developer knob, for measurement): n waves, or
+  // a block a row.
   auto block = [&] {
+    const int64_t block_waves = env_equals("REDUCE_OPS_BACKWARD_BLOCK_WAVES", "off")
+                                    ? 0
+                                    : env_positive("REDUCE_OPS_BACKWARD_BLOCK_WAVES", kWarpRowWaves);
     auto run = [&](auto packs_tag) {
       constexpr int kPacks = decltype(packs_tag)::value;
       with_marked_loads<kRegVec * sizeof(T) == 16>(marked, [&](auto last) {
         auto kernel =
             softmax_backward_regs_kernel<T, Acc, kRegVec, kPacks, false, false, decltype(last)::value, kVec == 1>;
         const int threads = warps_of_threads(reg_packs, kPacks);
-        kernel<<<row_kernel_grid(kernel, r.rows, threads, 0), threads, 0, stream>>>(grad, out, gx, r, 0u);
+        const int64_t grid = threads == kWarpSize && block_waves > 0
+                                 ? row_loop_grid(kernel, r.rows, threads, 0,
+                                                 std::min(r.rows, block_waves * sm_count() * resident_blocks(kernel, threads, 0)))
+                                 : row_kernel_grid(kernel, r.rows, threads, 0);
+        kernel<<<grid, threads, 0, stream>>>(grad, out, gx, r, 0u);
       });
     };
     if (reg_packs <= 2 * kPreferredRegThreads) run(Int<2>{});
