@@ -564,7 +564,7 @@ def assert_short_rows_launch(fn, kernel, cols=2):
 def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
                 "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP", "REDUCE_OPS_PAIR_ROWS",
-                "REDUCE_OPS_PACKED_ROWS"):
+                "REDUCE_OPS_PACKED_ROWS", "REDUCE_OPS_BLOCK_WAVES"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -645,7 +645,7 @@ WARP_PACK_CASES = [(torch.bfloat16, c) for c in (8, 16, 24, 32, 64, 72, 90, 100,
                                                  383, 384, 392, 512, 520, 601, 760, 768)] + \
     [(torch.float16, c) for c in (16, 77, 96, 125, 150, 384, 600)] + \
     [(torch.float32, c) for c in (4, 8, 12, 16, 32, 36, 45, 48, 64, 65, 67, 68, 96, 100, 128, 132, 192, 196,
-                                  256)] + \
+                                  256, 260, 300, 380)] + \
     [(torch.float64, c) for c in (2, 4, 8, 32, 34, 40, 64, 70)]
 warp_pack_cases = pytest.mark.parametrize("dtype,cols", WARP_PACK_CASES, ids=lambda v: str(v).replace("torch.", ""))
 warp_pack_modes = pytest.mark.parametrize("mode", ["auto", "2"])

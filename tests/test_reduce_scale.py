@@ -700,6 +700,23 @@ def test_reduce_scale_cluster_row_on_more_blocks_than_the_row_needs(monkeypatch,
     check_reduce_scale_(x.clone())
 
 
+# Block rows of at most 4.5 KB of traffic (bfloat16 rows of 1032-1152 values; softmax_launch.h's
+# kSmallBlockRowBytes) run on 16 waves of resident blocks, each looping over rows: 70000 rows (past 16
+# waves of 96-thread blocks on 132 SMs), special rows among them, out of place and in place;
+# REDUCE_OPS_BLOCK_WAVES=1 (every block several rows) and off (a block a row) alike, to the bit.
+@requires_cuda
+@pytest.mark.parametrize("waves", ["auto", "1", "off"])
+@pytest.mark.parametrize("cols", [1100, 1101], ids=str)
+def test_reduce_scale_small_block_rows_loop(monkeypatch, waves, cols):
+    clear_row_knobs(monkeypatch)
+    if waves != "auto":
+        monkeypatch.setenv("REDUCE_OPS_BLOCK_WAVES", waves)
+    x = special_rows(make_input((70000, cols), torch.bfloat16, "cuda"), torch.bfloat16)
+    names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
+    assert len(launches_of(names, "row_norm_regs_kernel")) == 1, names
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_BLOCK_WAVES", x, x.clone())
+
+
 # ReduceScale's cluster_row keeps the fewest blocks that hold the row (softmax's count,
 # test_softmax.py's test_softmax_cluster_row_blocks_a_row, moved it by 1% or less): on sm_90 the
 # launch's grid and block.

@@ -193,6 +193,18 @@ int64_t warp_kernel_grid(Kernel kernel, int64_t groups, bool peeled = false) {
   return row_loop_grid(kernel, groups, kBlock, 0, std::max<int64_t>(1, std::min(groups, waves)));
 }
 
+// Grid of a block-per-row register kernel (row_kernel_grid) whose blocks, where `small`, run on
+// `var`=<n> waves of resident blocks instead (kWarpRowWaves when unset), each looping over rows;
+// `var`=off keeps a block a row. The SMs take up new blocks at a bounded rate: 131072 blocks of one
+// warp took 85 us whatever their rows' length, so blocks that move few bytes each wait on it
+// (launch_block and launch_backward_rows' block say which and what it gained).
+template <typename Kernel>
+int64_t small_block_grid(Kernel kernel, int64_t rows, int threads, bool small, const char* var) {
+  if (!small || env_equals(var, "off")) return row_kernel_grid(kernel, rows, threads, 0);
+  const int64_t waves = env_positive(var, kWarpRowWaves);
+  return row_loop_grid(kernel, rows, threads, 0, std::min(rows, waves * sm_count() * resident_blocks(kernel, threads, 0)));
+}
+
 // The "tile" kernels: a lane holds up to kTilePer values of a row, so rows of up to kTileMaxCols
 // (32 lanes); grids of kRowTileWaves (row_norm_tile_kernel) or kBackwardTileWaves waves of resident
 // blocks (REDUCE_OPS_ROW_WAVES overrides). H200 (rows_ab2.py, h200_study/session63_tiles.txt, call
@@ -550,6 +562,10 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   return run(Int<8>{}, Int<32>{});
 }
 
+// The forward's block rows that run on waves of looping blocks (launch_block): 4.5 KB of traffic,
+// bfloat16 rows of 1152 values.
+constexpr int64_t kSmallBlockRowBytes = 4608;
+
 // "block": the smallest of 2, 4, 8 packs per thread that keeps the block within
 // kPreferredRegThreads threads, 8 packs and up to kMaxRegThreads threads past that.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
@@ -566,13 +582,24 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // moving under 3 L2s lost to the marks (session59_rows.txt: float32 ReduceScale 2048 x 4096,
     // 67 MB, 19.9 -> 20.8 us).
     const bool last_loads = kVec * sizeof(In) == 16 && row_loads_marked(row_traffic<In, Out>(g));
+    // Rows that move at most kSmallBlockRowBytes (one read and one write) run on 16 waves of resident
+    // blocks, each looping over rows (small_block_grid), not a block a row. H200 (rows_ab.py,
+    // h200_study/session74.txt, call 6), us, a block a row -> 16 waves (torch.compile): ReduceScale
+    // bfloat16 131072 x 1032 141.57 -> 133.77, 131072 x 1100 157.13 -> 145.82 (300.05), 262144 x 1100
+    // 307.91 -> 284.62, peeled 131072 x 1101 157.65 -> 146.46; softmax 140.36 -> 138.78, 148.66 ->
+    // 147.68, 262144 x 1100 even, peeled 149.28 -> 147.55; float32 131072 x 384 and 512 within
+    // 0.4% (call 5: 448 even). Past them it lost: bfloat16 131072 x 1280 and 1536 0.4-0.9%, 1800 and
+    // 2048 (128-thread blocks) 2%. REDUCE_OPS_BLOCK_WAVES=<n>|off (a developer knob, for
+    // measurement): n waves, or a block a row.
+    const bool small_rows = g.cols * static_cast<int64_t>(sizeof(In) + sizeof(Out)) <= kSmallBlockRowBytes;
     auto run = [&](auto packs_tag, Ahead automatic) {
       constexpr int kPacks = decltype(packs_tag)::value;
       if constexpr (kVec * sizeof(In) == 16) {
         if (last_loads) {
           auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, false, kPeeled, true>;
           const int threads = warps_of_threads(packs, kPacks);
-          kernel<<<row_kernel_grid(kernel, g.rows, threads, 0), threads, 0, stream>>>(x, y, g, policy, 0u);
+          kernel<<<small_block_grid(kernel, g.rows, threads, small_rows, "REDUCE_OPS_BLOCK_WAVES"), threads, 0, stream>>>(
+              x, y, g, policy, 0u);
           return;
         }
       }
@@ -581,7 +608,8 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
         auto kernel =
             row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(ahead_tag)::value, false, kPeeled>;
         const int threads = warps_of_threads(packs, kPacks);
-        kernel<<<row_kernel_grid(kernel, g.rows, threads, 0), threads, 0, stream>>>(x, y, g, policy, 0u);
+        kernel<<<small_block_grid(kernel, g.rows, threads, small_rows, "REDUCE_OPS_BLOCK_WAVES"), threads, 0, stream>>>(
+            x, y, g, policy, 0u);
       });
     };
     // Blocks of 256+ threads load their next row ahead (H200, 16384 x 4096 bfloat16 softmax:
@@ -956,7 +984,15 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // (torch.compile 22.1), 32768 x 325 28.5 -> 26.6; softmax 28.3 -> 22.9 (22.0), 30.1 -> 26.5;
   // even (within 1.6%) at 383, 453, 511 and 515.
   const int lane_packs = sizeof(In) == 2 || (kPeeled && sizeof(In) == 4) ? 4 : 2;
-  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= lane_packs * kWarpSize);
+  // Aligned float32 rows of 65-95 packs (260-380 values) take the warp at 3 packs a lane too
+  // (launch_warp), where a block a row (64 threads) was bound by the SMs' block launch rate. H200
+  // (rows_ab.py, h200_study/session74.txt, call 6), us, block -> warp (torch.compile): softmax 131072
+  // x 264 85.99 -> 69.84 (69.61), 131072 x 300 88.29 -> 78.66 (79.47), 131072 x 352 93.61 -> 91.00
+  // (91.78), 262144 x 320 173.38 -> 161.20 (163.23), 32768 x 300 26.42 -> 24.70 (24.30); ReduceScale
+  // 85.39 -> 70.43 (70.38), 86.05 -> 79.52 (80.41), 90.70 -> 91.66, 167.98 -> 162.26, 25.74 -> 25.04.
+  // At 96 packs (4 a lane) the block stayed ahead (131072 x 384 97.80 against 98.58).
+  const bool three_packs = sizeof(In) == 4 && kVec * sizeof(In) == 16 && !kPeeled && packs < 3 * kWarpSize;
+  const bool warp_preferred = warp_fits && (kVec == 1 || packs <= lane_packs * kWarpSize || three_packs);
   // smem: the row fits one block's opt-in shared memory (227 KB on sm_90).
   const bool smem_fits = row_smem_bytes<In, kScalarVec>(g.cols) <= block_smem_limit();
   // Block-per-row strategies with too few rows for the GPU lose to "split" (see too_few_blocks).
@@ -1440,19 +1476,13 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // to 16. REDUCE_OPS_BACKWARD_BLOCK_WAVES=<n>|off (a developer knob, for measurement): n waves, or
   // a block a row.
   auto block = [&] {
-    const int64_t block_waves = env_equals("REDUCE_OPS_BACKWARD_BLOCK_WAVES", "off")
-                                    ? 0
-                                    : env_positive("REDUCE_OPS_BACKWARD_BLOCK_WAVES", kWarpRowWaves);
     auto run = [&](auto packs_tag) {
       constexpr int kPacks = decltype(packs_tag)::value;
       with_marked_loads<kRegVec * sizeof(T) == 16>(marked, [&](auto last) {
         auto kernel =
             softmax_backward_regs_kernel<T, Acc, kRegVec, kPacks, false, false, decltype(last)::value, kVec == 1>;
         const int threads = warps_of_threads(reg_packs, kPacks);
-        const int64_t grid = threads == kWarpSize && block_waves > 0
-                                 ? row_loop_grid(kernel, r.rows, threads, 0,
-                                                 std::min(r.rows, block_waves * sm_count() * resident_blocks(kernel, threads, 0)))
-                                 : row_kernel_grid(kernel, r.rows, threads, 0);
+        const int64_t grid = small_block_grid(kernel, r.rows, threads, threads == kWarpSize, "REDUCE_OPS_BACKWARD_BLOCK_WAVES");
         kernel<<<grid, threads, 0, stream>>>(grad, out, gx, r, 0u);
       });
     };
