@@ -700,6 +700,29 @@ def warp_packs_input(monkeypatch, mode, dtype, cols, big):
     return x, kernels
 
 
+# The forward's block rows of at most 4.5 KB of traffic (softmax_launch.h's kSmallBlockRowBytes: bfloat16
+# rows of up to 1152 values) run on 16 waves of resident blocks, each looping over rows: 70000 rows are
+# past 16 waves of 96-thread blocks on 132 SMs. REDUCE_OPS_BLOCK_WAVES=1 makes every block run several
+# rows, off a block a row.
+small_block_cases = pytest.mark.parametrize("waves,cols", [(w, c) for w in ("auto", "1", "off") for c in (1100, 1101)],
+                                            ids=str)
+
+
+def small_block_rows_input(monkeypatch, waves, cols, specials):
+    """(x, launched) where x is specials(70000 bfloat16 rows of `cols`), REDUCE_OPS_BLOCK_WAVES set to
+    `waves` unless "auto"; launched(fn) asserts that fn() ran the register block, once."""
+    clear_row_knobs(monkeypatch)
+    if waves != "auto":
+        monkeypatch.setenv("REDUCE_OPS_BLOCK_WAVES", waves)
+    x = specials(make_input((70000, cols), torch.bfloat16, "cuda"))
+
+    def launched(fn):
+        names = cuda_kernels_run(fn)
+        assert len(launches_of(names, "row_norm_regs_kernel")) == 1, names
+
+    return x, launched
+
+
 def off_16_bytes(t):
     """t's values in a tensor that starts one element past a 16-byte boundary."""
     v = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)

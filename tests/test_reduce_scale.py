@@ -45,6 +45,8 @@ from conftest import (  # noqa: E402
     peeled_row_cases,
     requires_cuda,
     row_count,
+    small_block_cases,
+    small_block_rows_input,
     strided_tensors,
     tile_row_cases,
     unaligned_row_cases,
@@ -700,20 +702,13 @@ def test_reduce_scale_cluster_row_on_more_blocks_than_the_row_needs(monkeypatch,
     check_reduce_scale_(x.clone())
 
 
-# Block rows of at most 4.5 KB of traffic (bfloat16 rows of 1032-1152 values; softmax_launch.h's
-# kSmallBlockRowBytes) run on 16 waves of resident blocks, each looping over rows: 70000 rows (past 16
-# waves of 96-thread blocks on 132 SMs), special rows among them, out of place and in place;
-# REDUCE_OPS_BLOCK_WAVES=1 (every block several rows) and off (a block a row) alike, to the bit.
+# Block rows of at most 4.5 KB on waves of looping blocks (conftest.small_block_cases), special rows
+# among them, out of place and in place, to the bit against a block a row.
 @requires_cuda
-@pytest.mark.parametrize("waves", ["auto", "1", "off"])
-@pytest.mark.parametrize("cols", [1100, 1101], ids=str)
+@small_block_cases
 def test_reduce_scale_small_block_rows_loop(monkeypatch, waves, cols):
-    clear_row_knobs(monkeypatch)
-    if waves != "auto":
-        monkeypatch.setenv("REDUCE_OPS_BLOCK_WAVES", waves)
-    x = special_rows(make_input((70000, cols), torch.bfloat16, "cuda"), torch.bfloat16)
-    names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
-    assert len(launches_of(names, "row_norm_regs_kernel")) == 1, names
+    x, launched = small_block_rows_input(monkeypatch, waves, cols, lambda t: special_rows(t, torch.bfloat16))
+    launched(lambda: reduce_ops.reduce_scale(x))
     check_same_bits_without(monkeypatch, "REDUCE_OPS_BLOCK_WAVES", x, x.clone())
 
 

@@ -44,6 +44,8 @@ from conftest import (  # noqa: E402
     peeled_row_cases,
     row_count,
     row_norm_warp_packs,
+    small_block_cases,
+    small_block_rows_input,
     strided_tensors,
     tile_row_cases,
     unaligned_row_cases,
@@ -671,20 +673,13 @@ def test_softmax_unaligned_rows_peeled_or_not(monkeypatch, peel, dtype):
         check_softmax(peeled_edge_rows(make_input(shape, dtype, "cuda"), 30.0), -1)
 
 
-# Block rows of at most 4.5 KB of traffic (bfloat16 rows of 1032-1152 values; softmax_launch.h's
-# kSmallBlockRowBytes) run on 16 waves of resident blocks, each looping over rows: 70000 rows (past 16
-# waves of 96-thread blocks on 132 SMs), specials among them; REDUCE_OPS_BLOCK_WAVES=1 (every block
-# several rows) and off (a block a row) alike.
+# Block rows of at most 4.5 KB on waves of looping blocks (conftest.small_block_cases), specials among
+# them.
 @requires_cuda
-@pytest.mark.parametrize("waves", ["auto", "1", "off"])
-@pytest.mark.parametrize("cols", [1100, 1101], ids=str)
+@small_block_cases
 def test_softmax_small_block_rows_loop(monkeypatch, waves, cols):
-    clear_row_knobs(monkeypatch)
-    if waves != "auto":
-        monkeypatch.setenv("REDUCE_OPS_BLOCK_WAVES", waves)
-    x = special_rows(make_input((70000, cols), torch.bfloat16, "cuda"))
-    names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
-    assert len(launches_of(names, "row_norm_regs_kernel")) == 1, names
+    x, launched = small_block_rows_input(monkeypatch, waves, cols, special_rows)
+    launched(lambda: reduce_ops.softmax(x, -1))
     check_softmax(x, -1)
 
 
