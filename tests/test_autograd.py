@@ -332,6 +332,29 @@ def test_softmax_backward_rows_of_33_to_48_packs(monkeypatch, sixteen, dtype, pa
     assert_backward_close(got, grad, out, dtype)
 
 
+# 16-bit rows of 65-80 whole 16-byte packs go a warp a row at 3 packs a lane (launch_backward_rows'
+# three_packs), 81 and float32's 65 the register block; REDUCE_OPS_BACKWARD_3_PACKS=off gives the
+# block there too. 700 rows, a NaN row among them.
+@requires_cuda
+@pytest.mark.parametrize("three", ["auto", "off"])
+@pytest.mark.parametrize("dtype,packs", [(torch.bfloat16, 65), (torch.bfloat16, 72), (torch.float16, 80),
+                                         (torch.bfloat16, 81), (torch.float32, 65)], ids=str)
+def test_softmax_backward_16_bit_rows_of_65_to_80_packs(monkeypatch, three, dtype, packs):
+    monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
+    if three == "off":
+        monkeypatch.setenv("REDUCE_OPS_BACKWARD_3_PACKS", "off")
+    cols = packs * 16 // dtype.itemsize
+    grad, out = backward_operands(700, cols, dtype, nan_at=(350, cols // 2))
+    got, names = backward_launches(grad, out)
+    warps = [(a[3], a[4]) for a in backward_warps(names)]
+    blocks = launches_of(names, "softmax_backward_regs_kernel")
+    if three == "auto" and dtype.itemsize == 2 and packs <= 80:
+        assert warps == [("3", "32")] and not blocks, names
+    else:
+        assert not warps and len(blocks) == 1, names
+    assert_backward_close(got, grad, out, dtype)
+
+
 # 16-bit rows of 49-64 whole packs take the register block a warp a row (1-warp blocks), on a grid of
 # 16 waves of resident blocks (launch_backward_rows' block_waves) rather than a block a row, so each
 # block runs several rows: 70000 rows (past 16 waves of 32 blocks on 132 SMs) of 50 packs, aligned

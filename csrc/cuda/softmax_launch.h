@@ -1230,6 +1230,10 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
 // 416 80.14 against 79.86, 512 96.35 against 96.55): not taken.
 constexpr int64_t kSixteenLanePacks = 48;
 
+// 16-bit rows of up to this many packs (past 64) the backward's warp kernel takes 32 lanes a row at 3
+// packs a lane (launch_backward_rows' three_packs).
+constexpr int64_t kThreePackLanePacks = 80;
+
 // The backward's warp layouts that take softmax_backward_warp_capped_kernel (64 registers, where
 // ptxas gives the raw-word kernel 50-56, both 4 blocks an SM): 16-bit rows on 16 lanes of 3 packs.
 // H200 (rows_ab.py, h200_study/session74.txt, call 2), us, plain -> capped: bfloat16 peeled 65536 x
@@ -1333,9 +1337,19 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // 65536 x 300 (43.68 against 44.93; 131072 x 264 79.55, 131072 x 400 175.23).
   const bool sixteen_lanes = !env_equals("REDUCE_OPS_BACKWARD_16_LANES", "off");
   const bool warp_capped = !env_equals("REDUCE_OPS_BACKWARD_WARP_CAP", "off");
+  // 16-bit rows of 65-80 packs (520-640 values) go a warp a row at 3 packs a lane, where the block ran
+  // them in 64-thread blocks a row, 33-40 threads of them holding packs. H200 (rows_ab.py,
+  // h200_study/session74.txt, call 11), us, block -> warp (torch.compile): bfloat16 131072 x 520
+  // 103.35 -> 98.56 (100.19), 262144 x 520 199.66 -> 193.69 (193.02), 131072 x 600 113.82 -> 113.18,
+  // 4096 x 600 9.38 -> 9.02; call 12: 131072 x 560 108.82 -> 106.21, 131072 x 640 (80 packs) 118.46 ->
+  // 119.22 (float16 0.4% behind), even at 700, the block 0.7% ahead at 760 (95 packs); float32 rows of
+  // 65-95 packs within 0.4% either way, left on the block. REDUCE_OPS_BACKWARD_3_PACKS=off (a developer
+  // knob, for measurement): the block there too.
+  const bool three_packs = sizeof(T) == 2 && kVec > 1 && packs > 2 * kWarpSize && packs <= kThreePackLanePacks &&
+                           !env_equals("REDUCE_OPS_BACKWARD_3_PACKS", "off");
   const bool warp_preferred =
       warp_fits && (kVec == 1 || packs <= (sizeof(T) == 2 ? 1 : 2) * kWarpSize ||
-                    (sixteen_lanes && packs <= kSixteenLanePacks));
+                    (sixteen_lanes && packs <= kSixteenLanePacks) || three_packs);
   // smem: both rows fit one block's opt-in shared memory.
   const bool smem_fits = smem <= block_smem_limit();
   const bool few_rows = too_few_blocks(r.rows, 1, r.cols);
@@ -1379,6 +1393,7 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     else if (packs <= 32) run(Int<1>{}, Int<32>{});
     else if (kVec > 1 && sixteen_lanes && packs <= kSixteenLanePacks) run(Int<3>{}, Int<16>{});
     else if (packs <= 64) run(Int<2>{}, Int<32>{});
+    else if (kVec > 1 && three_packs) run(Int<3>{}, Int<32>{});
     else if (packs <= 32 * kRowPacks) run(Int<kRowPacks>{}, Int<32>{});
     else if constexpr (kVec == 1) run(Int<8>{}, Int<32>{});  // peel: warp_fits caps rows at 256
   };
