@@ -1319,8 +1319,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // -> 97.34, 64 x 100003 38.72 -> 33.95; the aligned rows of the same sizes came out the same
   // (bfloat16 2048 x 50264 165.18, float32 304.16).
   const bool peeled_regs = kVec > 1 || (peel && !env_equals("REDUCE_OPS_BACKWARD_PEELED_REGS", "off"));
-  // A warp up to 2 packs a lane (1 for 16-bit rows), then a block wherever it fits, then
-  // clusters. H200 (tune_rows.py), warp vs block: 65536 x 1024 bfloat16 75% vs 93% of copy;
+  // A warp up to 2 packs a lane (1 for 16-bit rows; 16-bit rows of 33-48 and 65-80 packs at 3 packs
+  // a lane, below), then a block wherever it fits, then clusters. H200 (tune_rows.py), warp vs block: 65536 x 1024 bfloat16 75% vs 93% of copy;
   // since the block kernels run one block per row, bfloat16 262144 x 512 95 vs 101, float32
   // 262144 x 256 100% on the warp; 4096 x 32768 bfloat16: block 99%, a cluster 94%.
   // Rows of 33-48 packs (kSixteenLanePacks; 33-40 until session 74) go 16 lanes a row at 3 packs a
