@@ -1345,7 +1345,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // 119.22 (float16 0.4% behind), even at 700, the block 0.7% ahead at 760 (95 packs); float32 rows of
   // 65-95 packs within 0.4% either way, left on the block. REDUCE_OPS_BACKWARD_3_PACKS=off (a developer
   // knob, for measurement): the block there too.
-  const bool three_packs = sizeof(T) == 2 && kVec > 1 && packs > 2 * kWarpSize && packs <= kThreePackLanePacks &&
+  constexpr bool kThreePacks = sizeof(T) == 2 && kVec > 1;  // the only instantiations of that layout
+  const bool three_packs = kThreePacks && packs > 2 * kWarpSize && packs <= kThreePackLanePacks &&
                            !env_equals("REDUCE_OPS_BACKWARD_3_PACKS", "off");
   const bool warp_preferred =
       warp_fits && (kVec == 1 || packs <= (sizeof(T) == 2 ? 1 : 2) * kWarpSize ||
@@ -1393,7 +1394,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     else if (packs <= 32) run(Int<1>{}, Int<32>{});
     else if (kVec > 1 && sixteen_lanes && packs <= kSixteenLanePacks) run(Int<3>{}, Int<16>{});
     else if (packs <= 64) run(Int<2>{}, Int<32>{});
-    else if (kVec > 1 && three_packs) run(Int<3>{}, Int<32>{});
+    else if (three_packs) {
+      if constexpr (kThreePacks) run(Int<3>{}, Int<32>{});
+    }
     else if (packs <= 32 * kRowPacks) run(Int<kRowPacks>{}, Int<32>{});
     else if constexpr (kVec == 1) run(Int<8>{}, Int<32>{});  // peel: warp_fits caps rows at 256
   };
