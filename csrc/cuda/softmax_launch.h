@@ -202,7 +202,8 @@ template <typename Kernel>
 int64_t small_block_grid(Kernel kernel, int64_t rows, int threads, bool small, const char* var) {
   if (!small || env_equals(var, "off")) return row_kernel_grid(kernel, rows, threads, 0);
   const int64_t waves = env_positive(var, kWarpRowWaves);
-  return row_loop_grid(kernel, rows, threads, 0, std::min(rows, waves * sm_count() * resident_blocks(kernel, threads, 0)));
+  const int64_t resident = sm_count() * int64_t{resident_blocks(kernel, threads, 0)};
+  return row_loop_grid(kernel, rows, threads, 0, std::min(rows, waves * resident));
 }
 
 // The "tile" kernels: a lane holds up to kTilePer values of a row, so rows of up to kTileMaxCols
@@ -598,8 +599,8 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
         if (last_loads) {
           auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, false, kPeeled, true>;
           const int threads = warps_of_threads(packs, kPacks);
-          kernel<<<small_block_grid(kernel, g.rows, threads, small_rows, "REDUCE_OPS_BLOCK_WAVES"), threads, 0, stream>>>(
-              x, y, g, policy, 0u);
+          const int64_t grid = small_block_grid(kernel, g.rows, threads, small_rows, "REDUCE_OPS_BLOCK_WAVES");
+          kernel<<<grid, threads, 0, stream>>>(x, y, g, policy, 0u);
           return;
         }
       }
@@ -608,8 +609,8 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
         auto kernel =
             row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(ahead_tag)::value, false, kPeeled>;
         const int threads = warps_of_threads(packs, kPacks);
-        kernel<<<small_block_grid(kernel, g.rows, threads, small_rows, "REDUCE_OPS_BLOCK_WAVES"), threads, 0, stream>>>(
-            x, y, g, policy, 0u);
+        const int64_t grid = small_block_grid(kernel, g.rows, threads, small_rows, "REDUCE_OPS_BLOCK_WAVES");
+        kernel<<<grid, threads, 0, stream>>>(x, y, g, policy, 0u);
       });
     };
     // Blocks of 256+ threads load their next row ahead (H200, 16384 x 4096 bfloat16 softmax:
@@ -1320,7 +1321,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // (bfloat16 2048 x 50264 165.18, float32 304.16).
   const bool peeled_regs = kVec > 1 || (peel && !env_equals("REDUCE_OPS_BACKWARD_PEELED_REGS", "off"));
   // A warp up to 2 packs a lane (1 for 16-bit rows; 16-bit rows of 33-48 and 65-80 packs at 3 packs
-  // a lane, below), then a block wherever it fits, then clusters. H200 (tune_rows.py), warp vs block: 65536 x 1024 bfloat16 75% vs 93% of copy;
+  // a lane, below), then a block wherever it fits, then clusters. H200 (tune_rows.py), warp vs
+  // block: 65536 x 1024 bfloat16 75% vs 93% of copy;
   // since the block kernels run one block per row, bfloat16 262144 x 512 95 vs 101, float32
   // 262144 x 256 100% on the warp; 4096 x 32768 bfloat16: block 99%, a cluster 94%.
   // Rows of 33-48 packs (kSixteenLanePacks; 33-40 until session 74) go 16 lanes a row at 3 packs a
@@ -1447,7 +1449,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
           kernel<<<warp_kernel_grid(kernel, groups, true), kBlock, 0, stream>>>(grad, out, gx, r);
         };
         if constexpr (kCappedBackwardWarp<T, kPeeledVec, kPacks, kWidth>) {
-          if (warp_capped) return launch(softmax_backward_warp_capped_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>);
+          if (warp_capped) {
+            return launch(softmax_backward_warp_capped_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>);
+          }
         }
         launch(softmax_backward_warp_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>);
       };
@@ -1500,7 +1504,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
         auto kernel =
             softmax_backward_regs_kernel<T, Acc, kRegVec, kPacks, false, false, decltype(last)::value, kVec == 1>;
         const int threads = warps_of_threads(reg_packs, kPacks);
-        const int64_t grid = small_block_grid(kernel, r.rows, threads, threads == kWarpSize, "REDUCE_OPS_BACKWARD_BLOCK_WAVES");
+        const int64_t grid =
+            small_block_grid(kernel, r.rows, threads, threads == kWarpSize, "REDUCE_OPS_BACKWARD_BLOCK_WAVES");
         kernel<<<grid, threads, 0, stream>>>(grad, out, gx, r, 0u);
       });
     };
