@@ -1244,6 +1244,18 @@ constexpr int64_t kThreePackLanePacks = 80;
 template <typename T, int kVec, int kPacks, int kWidth>
 constexpr bool kCappedBackwardWarp = sizeof(T) == 2 && kVec * sizeof(T) == 16 && kPacks == 3 && kWidth == 16;
 
+// The backward's warp kernel for a layout: the capped twin where kCappedBackwardWarp holds (unless
+// REDUCE_OPS_BACKWARD_WARP_CAP=off, read only there), else the plain one; both of one type.
+template <typename T, typename Acc, int kVec, int kPacks, int kWidth, bool kLastLoads, bool kPeeled>
+auto backward_warp_kernel() {
+  if constexpr (kCappedBackwardWarp<T, kVec, kPacks, kWidth>) {
+    if (!env_equals("REDUCE_OPS_BACKWARD_WARP_CAP", "off")) {
+      return softmax_backward_warp_capped_kernel<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>;
+    }
+  }
+  return softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>;
+}
+
 // The backward dispatcher: the forward's strategies with both rows on chip, so each register
 // kernel thread holds up to kRowPacks packs of each row (the clusters: kMaxRegPacks of grad, with
 // out's in shared memory).
@@ -1338,7 +1350,6 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   // (53.80), 131072 x 320 62.58 (62.81). 5-8 packs over 8 lanes lost to 16 lanes but on peeled
   // 65536 x 300 (43.68 against 44.93; 131072 x 264 79.55, 131072 x 400 175.23).
   const bool sixteen_lanes = !env_equals("REDUCE_OPS_BACKWARD_16_LANES", "off");
-  const bool warp_capped = !env_equals("REDUCE_OPS_BACKWARD_WARP_CAP", "off");
   // 16-bit rows of 65-80 packs (520-640 values) go a warp a row at 3 packs a lane, where the block ran
   // them in 64-thread blocks a row, 33-40 threads of them holding packs. H200 (rows_ab.py,
   // h200_study/session74.txt, call 11), us, block -> warp (torch.compile): bfloat16 131072 x 520
@@ -1365,15 +1376,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     auto run = [&](auto packs_tag, auto width_tag) {
       constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
       with_marked_loads<kVec * sizeof(T) == 16>(marked, [&](auto last) {
-        constexpr bool kLast = decltype(last)::value;
+        auto kernel = backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, decltype(last)::value, false>();
         const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
-        auto launch = [&](auto kernel) {
-          kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(grad, out, gx, r);
-        };
-        if constexpr (kCappedBackwardWarp<T, kVec, kPacks, kWidth>) {
-          if (warp_capped) return launch(softmax_backward_warp_capped_kernel<T, Acc, kVec, kPacks, kWidth, kLast>);
-        }
-        launch(softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, kLast>);
+        kernel<<<warp_kernel_grid(kernel, groups), kBlock, 0, stream>>>(grad, out, gx, r);
       });
     };
     // 16 lanes for 9-16 packs (bfloat16 x 128): 32 lanes left half of them idle (H200,
@@ -1444,16 +1449,9 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     if constexpr (kVec == 1) {
       auto run = [&](auto packs_tag, auto width_tag) {
         constexpr int kPacks = decltype(packs_tag)::value, kWidth = decltype(width_tag)::value;
+        auto kernel = backward_warp_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>();
         const int64_t groups = ceil_div(r.rows, kBlock / kWidth);
-        auto launch = [&](auto kernel) {
-          kernel<<<warp_kernel_grid(kernel, groups, true), kBlock, 0, stream>>>(grad, out, gx, r);
-        };
-        if constexpr (kCappedBackwardWarp<T, kPeeledVec, kPacks, kWidth>) {
-          if (warp_capped) {
-            return launch(softmax_backward_warp_capped_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>);
-          }
-        }
-        launch(softmax_backward_warp_kernel<T, Acc, kPeeledVec, kPacks, kWidth, false, true>);
+        kernel<<<warp_kernel_grid(kernel, groups, true), kBlock, 0, stream>>>(grad, out, gx, r);
       };
       if (peeled_whole <= 4) run(Int<1>{}, Int<4>{});
       else if (peeled_whole <= 8) run(Int<2>{}, Int<4>{});
