@@ -356,7 +356,7 @@ def test_softmax_backward_16_bit_rows_of_65_to_80_packs(monkeypatch, three, dtyp
 
 
 # 16-bit rows of 49-64 whole packs take the register block a warp a row (1-warp blocks), on a grid of
-# 16 waves of resident blocks (launch_backward_rows' block_waves) rather than a block a row, so each
+# 16 waves of resident blocks (softmax_launch.h's small_block_grid) rather than a block a row, so each
 # block runs several rows: 70000 rows (past 16 waves of 32 blocks on 132 SMs) of 50 packs, aligned
 # and peeled, a NaN row among them; REDUCE_OPS_BACKWARD_BLOCK_WAVES=off gives a block a row.
 @requires_cuda
