@@ -722,6 +722,46 @@ def test_softmax_cluster_row_blocks_a_row(monkeypatch, dtype, cols, blocks, thre
     check_softmax(x, -1)
 
 
+# cluster_row's 16-bit softmax rows held as raw words (exp taken again at the write) or as exps
+# (softmax_launch.h's cluster_row_choice; REDUCE_OPS_CLUSTER_ROW_HELD forces one): each on special
+# values, on rows whose exps reach subnormals (-100 x rand: the write's exps off the ex2-only
+# path) and large offsets, aligned rows whole (262144: every block's share full) and not (70000),
+# and peeled rows (100003). On sm_90 the kernel launched, by its last template argument.
+def cluster_row_held_raw(names):
+    """Whether each row_norm_cluster_row_kernel in names is the raw-word one (kHeldRaw, its last
+    template argument)."""
+    return [n.split(">(")[0].endswith("true") for n in names if "row_norm_cluster_row_kernel" in n]
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape", [(5, 70000), (3, 100003), (2, 262144)], ids=str)
+@pytest.mark.parametrize("held", ["raw", "float"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+def test_softmax_cluster_row_16_bit_held_values(monkeypatch, dtype, held, shape):
+    force_row_strategy(monkeypatch, "cluster_row")
+    monkeypatch.setenv("REDUCE_OPS_CLUSTER_ROW_HELD", held)
+    x = special_rows(make_input(shape, dtype, "cuda"))
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert cluster_row_held_raw(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))) == [held == "raw"]
+    check_softmax(x, -1)
+    check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
+    check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
+
+
+# By default the raw words where the rows take more than one wave of the float kernel's clusters:
+# 48 rows of 151936 (13 blocks of 192 threads a row: 624 blocks, against 4 an SM x 132 SMs), not 4
+# (52 blocks). H200: 32 rows (416 blocks) stay on floats, 12.4 against 13.1 us on raw words.
+@requires_cuda
+@pytest.mark.parametrize("rows,raw", [(4, False), (48, True)])
+def test_softmax_cluster_row_holds_raw_words_past_one_wave(monkeypatch, rows, raw):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
+    x = special_rows(make_input((rows, 151936), torch.bfloat16, "cuda"))
+    if torch.cuda.get_device_capability() == (9, 0) and torch.cuda.get_device_properties(0).multi_processor_count <= 132:
+        assert cluster_row_held_raw(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))) == [raw]
+    check_softmax(x, -1)
+
+
 # Float32 softmax rows that are not whole 16-byte packs, past a block (32768) and within shared
 # memory: cluster_row on softmax's count where it holds at least as many rows on an SM as "smem"
 # does (one: 36001 on 6 blocks of 8 an SM, 45001 on 8 of 8), else "smem" (50257: 9 blocks of 8 an

@@ -53,6 +53,9 @@ using Int = std::integral_constant<int, N>;
 //                               the rows' cluster kernels hold each block's share in registers
 //                               only, or half of it (softmax_backward: out) in shared memory,
 //                               the default (softmax_launch.h);
+//   REDUCE_OPS_CLUSTER_ROW_HELD=raw|float
+//                               cluster_row's 16-bit softmax rows held as raw words or as
+//                               exps (softmax_launch.h's cluster_row_choice);
 //   REDUCE_OPS_ROW_LOAD=plain|marked
 //                               the row kernels' 16-byte loads plain or marked evict_last in
 //                               the L2 (by default marked where the call moves at least 3

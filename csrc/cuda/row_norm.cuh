@@ -1174,7 +1174,8 @@ __global__ void __launch_bounds__(1024) row_norm_regs_kernel(const In* __restric
 // next row's cluster takes their place). Block `rank` holds packs [rank * kPacks * blockDim.x,
 // (rank + 1) * kPacks * blockDim.x) of the row, thread t packs rank * kPacks * blockDim.x +
 // p * blockDim.x + t (p < kPacks), held as Acc from the one read to the one write (softmax keeps
-// exp(x - its own max): exp taken once). No block or cluster barrier per row: each warp folds its
+// exp(x - its own max): exp taken once; kHeldRaw, 16-bit softmax: the raw words, and exp(x - the
+// row's max) taken again at the write). No block or cluster barrier per row: each warp folds its
 // threads' partials (softmax: (max, sum of exp(x - max)) pairs, online), and lane r < C stores the
 // warp's into slot (warp, rank) of block r's shared memory (store_to_cluster_peer); each block
 // waits on its own mbarrier for all C x warps slots, and every warp folds them in the same order,
@@ -1198,17 +1199,21 @@ constexpr int kClusterRowMaxBlocks = 16;
 // Values a thread of the cluster_row kernel holds (as Acc registers), and its blocks per SM: 64
 // floats in 80 registers let 3 blocks of 256 threads share an SM. (Prototype, H200, 1024 x
 // 262144: 2 blocks an SM at 86 registers lost 1.5 points on float32 and 19 on bfloat16; raw
-// 16-bit words held instead, exp taken twice, spilled and lost 40.)
+// 16-bit words held instead, exp taken twice, spilled and lost 40.) The kernel that holds 16-bit
+// softmax rows as raw words (kHeldRaw, session 75) fits 64 registers, spilling nothing: 4 blocks
+// an SM (kClusterRowRawBlocksPerSM; softmax_launch.h's cluster_row_choice).
 constexpr int kClusterRowValues = 64;
 constexpr int kClusterRowBlocksPerSM = 3;
+constexpr int kClusterRowRawBlocksPerSM = 4;
 
 template <typename Acc, typename Policy>
 using ClusterRowPartial = std::conditional_t<Policy::kNeedsSum, RowPartial<Acc>, Acc>;
 
 // One block's share of the cluster_row kernel; kAllIn: every pack of the share lies in the row,
 // so none needs a guard. kPeeled: the row's aligned middle laid out so (RowPacks), its edges an
-// element a thread of the first block's first 2 x kVec - 2 (RowEdges).
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kAllIn, bool kPeeled>
+// element a thread of the first block's first 2 x kVec - 2 (RowEdges). kHeldRaw: softmax's packs
+// held as raw words, not exps (the edges keep theirs).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kAllIn, bool kPeeled, bool kHeldRaw>
 __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out* __restrict__ y, const RowGeometry& g,
                                                   const Policy& policy, ClusterRowPartial<Acc, Policy>* slots,
                                                   uint64_t* arrival) {
@@ -1216,7 +1221,7 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
   constexpr bool kOnline = Policy::kNeedsSum;
   using Partial = ClusterRowPartial<Acc, Policy>;
   using Fold = std::conditional_t<kOnline, OnlineSoftmaxOp<Acc>, MaxOp<Acc>>;
-  using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum, kClusterRowValues>;
+  using Fragment = RowFragment<In, Acc, kVec, kPacks, Policy::kNeedsSum && !kHeldRaw, kClusterRowValues>;
   const auto share = RowShare<true>::template of<kPacks>();  // one row: the grid's blocks / C
   const int blocks = share.blocks, rank = share.rank, first = share.first;
   const int64_t row = share.first_row();
@@ -1275,11 +1280,14 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
     if (Policy::exp_is_normal(fold.min(), stat)) {
       exps(std::true_type{});
     } else {
-      // Values reaching down to a subnormal exp (rare): the packs are read again (nothing of
-      // this row is written before every block has summed), so the common path keeps no copy.
-      load();
+      // Values reaching down to a subnormal exp (rare): packs held as exps are read again
+      // (nothing of this row is written before every block has summed), so the common path
+      // keeps no copy; raw words are still held.
+      if constexpr (Fragment::kHoldsAcc) {
+        load();
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p) f.take(p, raw[p]);
+        for (int p = 0; p < kPacks; ++p) f.take(p, raw[p]);
+      }
       exps(std::false_type{});
     }
     mine = RowPartial<Acc>{m, sum};
@@ -1302,13 +1310,31 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
     else return policy.finisher(stat, Acc(0));
   }();
   Out* yr = y + row * g.y_row_stride;
+  if constexpr (kOnline && !Fragment::kHoldsAcc) {
+    // Raw words held: exp(x - row max) taken again, against the row's max, / sum.
+    const auto whole_finish = policy.finisher(stat, whole.sum);
+    with_exp_mode(Policy::exp_is_normal(fold.min(), stat), [&](auto normal) {
 #pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    if (in_row(p)) {
-      Acc o[kVec];
+      for (int p = 0; p < kPacks; ++p) {
+        if (in_row(p)) {
+          Acc o[kVec];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) o[k] = finish(kOnline ? f.get(p, k) : Policy::transform(f.get(p, k), stat));
-      store_pack<Out, Acc, kVec>(yr + at.head + (first + p * threads) * kVec, o);
+          for (int k = 0; k < kVec; ++k) {
+            o[k] = whole_finish(Policy::template transform<decltype(normal)::value>(f.get(p, k), stat));
+          }
+          store_pack<Out, Acc, kVec>(yr + at.head + (first + p * threads) * kVec, o);
+        }
+      }
+    });
+  } else {
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      if (in_row(p)) {
+        Acc o[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) o[k] = finish(kOnline ? f.get(p, k) : Policy::transform(f.get(p, k), stat));
+        store_pack<Out, Acc, kVec>(yr + at.head + (first + p * threads) * kVec, o);
+      }
     }
   }
   edges.store(yr, finish, stat);
@@ -1323,8 +1349,11 @@ __device__ __forceinline__ void cluster_row_share(const In* __restrict__ x, Out*
 // on the other three and 8192 x 20000, float32 ReduceScale -28 to +76, bfloat16 ReduceScale
 // 4066 -> 3572 at 1000 x 200000.
 // kPeeled: rows not whole 16-byte packs (cluster_row_share); never kWhole.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kWhole, bool kPeeled = false>
-__global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
+// kHeldRaw (16-bit softmax): the share held as raw words, exp taken again at the write
+// (cluster_row_share), in 64 registers.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kWhole, bool kPeeled = false,
+          bool kHeldRaw = false>
+__global__ void __launch_bounds__(kClusterRowThreads, kHeldRaw ? kClusterRowRawBlocksPerSM : kClusterRowBlocksPerSM)
     row_norm_cluster_row_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g, Policy policy) {
   static_assert(std::is_same_v<Acc, float>, "pairs of 32-bit words between blocks");
   constexpr int kPacks = kClusterRowValues / kVec;
@@ -1337,9 +1366,9 @@ __global__ void __launch_bounds__(kClusterRowThreads, kClusterRowBlocksPerSM)
   const int end = (static_cast<int>(cluster_block_rank()) + 1) * kPacks * static_cast<int>(blockDim.x);
   const int packs = RowPacks<In, kVec, kPeeled>(x + blockIdx.x / cluster_blocks() * g.x_row_stride, g.cols).packs;
   if (kWhole || (kTwoCopies && end <= packs)) {
-    cluster_row_share<In, Out, Acc, Policy, kVec, true, kPeeled>(x, y, g, policy, slots, &arrival);
+    cluster_row_share<In, Out, Acc, Policy, kVec, true, kPeeled, kHeldRaw>(x, y, g, policy, slots, &arrival);
   } else {
-    cluster_row_share<In, Out, Acc, Policy, kVec, false, kPeeled>(x, y, g, policy, slots, &arrival);
+    cluster_row_share<In, Out, Acc, Policy, kVec, false, kPeeled, kHeldRaw>(x, y, g, policy, slots, &arrival);
   }
 }
 

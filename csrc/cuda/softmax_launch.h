@@ -786,24 +786,26 @@ int64_t softmax_cluster_row_blocks(int64_t packs, int64_t fewest, int per_thread
 
 // cluster_row's kernel for `blocks` blocks of `threads` threads on rows of `packs` packs: rows that
 // fill every thread's packs (power-of-two columns) take the kernel without a guard per pack.
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
+// kHeldRaw: the kernel that holds 16-bit softmax rows as raw words (cluster_row_choice).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled, bool kHeldRaw = false>
 auto cluster_row_kernel(int64_t packs, int64_t blocks, int threads) {
   constexpr int kPacks = kClusterRowValues / kVec;
   const bool whole = !kPeeled && blocks * threads * kPacks == packs;
-  return whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled>
-               : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
+  return whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled, kHeldRaw>
+               : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled, kHeldRaw>;
 }
 
 // cluster_row's launch on rows of g: blocks a row (0 where the kernel does not apply, the count
-// asked for cannot hold the row, or the device cannot run the cluster), threads a block, and the
-// blocks an SM holds at once.
+// asked for cannot hold the row, or the device cannot run the cluster), threads a block, the
+// blocks an SM holds at once, and which kernel (held_raw: kHeldRaw's).
 struct ClusterRowPlan {
   int blocks = 0;
   int threads = 0;
   int64_t resident = 0;
+  bool held_raw = false;
 };
 
-template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled, bool kHeldRaw = false>
 ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
   ClusterRowPlan plan;
   if constexpr (kVec * sizeof(In) == 16 && std::is_same_v<Acc, float>) {
@@ -815,7 +817,7 @@ ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
     const int64_t fewest = std::max<int64_t>(2, ceil_div(packs, int64_t{kPacks} * kClusterRowThreads));
     // The blocks an SM holds, 0 where the device cannot run such clusters.
     const auto resident_of = [&](int64_t blocks, int threads) {
-      const auto kernel = cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled>(packs, blocks, threads);
+      const auto kernel = cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled, kHeldRaw>(packs, blocks, threads);
       cudaLaunchConfig_t config;
       cudaLaunchAttribute attr;
       if (setup_clusters(config, attr, kernel, static_cast<int>(blocks), dim3(threads), 0, stream) <= 0) return 0;
@@ -828,7 +830,7 @@ ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
       // resident_blocks, setup_clusters and max_block_threads on the same kernel. Not by rows: a
       // count past the fewest has blocks of 3 warps or more (6144 values and more), so its grid
       // passes kMaxGridBlocks only past 10^13 values, and the check below refuses it.
-      const auto family = row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled>;
+      const auto family = row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled, kHeldRaw>;
       automatic = memoized_kernel_query(reinterpret_cast<const void*>(family), -100 - packs, -2, [&] {
         return static_cast<int>(softmax_cluster_row_blocks(packs, fewest, kPacks, resident_of));
       });
@@ -837,9 +839,42 @@ ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
     if (blocks < fewest || blocks > kClusterRowMaxBlocks || g.rows * blocks > kMaxGridBlocks) return plan;
     const int threads = warps_of_threads(ceil_div(packs, blocks), kPacks);
     const int64_t resident = resident_of(blocks, threads);
-    if (resident > 0) plan = {static_cast<int>(blocks), threads, resident};
+    if (resident > 0) plan = {static_cast<int>(blocks), threads, resident, kHeldRaw};
   }
   return plan;
+}
+
+// Which values cluster_row's 16-bit softmax rows hold from the read to the write: exp(x - max) as
+// float, 64 registers of them (80 a thread: 3 blocks of 256 an SM), or the raw words, 32 registers
+// (64 a thread: 4 blocks an SM), taking exp once more for the write (kHeldRaw). The SM's fourth
+// block keeps its bytes in flight while the others take their exps and wait on the exchange; on
+// rows whose clusters all fit in one wave no block follows, and the second exp only lengthens
+// each row. So: the raw words where the rows of g take more than one wave of the float kernel's
+// clusters (its blocks an SM x SMs), else floats. Float32 rows hold floats either way (the same
+// registers). H200 (rows_ab.py, h200_study/session75.txt, section 3), bfloat16, us, floats ->
+// this rule: 2048 x 151936 345.2 -> 308.6 (85 -> 95% of copy), 1024 x 262144 282.6 -> 265.0,
+// 4096 x 128256 520.8 -> 506.6, 2048 x 100003 (peeled) 223.6 -> 205.4, 1000 x 200000 245.0 ->
+// 226.4, 2048 x 50000 107.4 -> 106.1, 128 x 151936 32.0 -> 28.6, 48 x 151936 17.1 -> 16.1, 32 x
+// 262144 18.0 -> 16.3; 2048 x 40968 89.7 -> 91.3 (the one loss; 4096 x 65536 even). In one wave
+// the raw words lost: 32 x 151936 12.4 against 13.1, 24 x 151936 11.0 against 11.1 (section 2:
+// 8 x 262144 9.4 against 9.7, 1 x 151936 7.0 against 7.2-7.7). float16 alike (2048 x 151936
+// 348.6 -> 310.4).
+// REDUCE_OPS_CLUSTER_ROW_HELD=raw|float forces one (a developer knob, for measurement).
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
+ClusterRowPlan cluster_row_choice(const RowGeometry& g, cudaStream_t stream) {
+  const ClusterRowPlan floats = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
+  if constexpr (Policy::kNeedsSum && sizeof(In) == 2) {
+    if (floats.blocks == 0) return floats;
+    // One getenv: in one wave only "raw" takes the raw words, past it only "float" skips them.
+    const bool one_wave = g.rows * floats.blocks <= floats.resident * sm_count();
+    const bool raw = one_wave ? env_equals("REDUCE_OPS_CLUSTER_ROW_HELD", "raw")
+                              : !env_equals("REDUCE_OPS_CLUSTER_ROW_HELD", "float");
+    if (raw) {
+      const ClusterRowPlan words = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled, true>(g, stream);
+      if (words.blocks > 0) return words;
+    }
+  }
+  return floats;
 }
 
 // "cluster_row": blocks of up to kClusterRowThreads threads x kClusterRowValues values that hold
@@ -851,7 +886,7 @@ ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
   if constexpr (kVec * sizeof(In) == 16 && std::is_same_v<Acc, float>) {
-    const ClusterRowPlan plan = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
+    const ClusterRowPlan plan = cluster_row_choice<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
     if (plan.blocks == 0) return false;
     const int blocks = plan.blocks, threads = plan.threads;
     // However few the rows, unlike the staged clusters (clusters_lose_to_split): H200
@@ -860,7 +895,12 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     // 56 vs 78, 16 x 262144 1163 vs 1425; ReduceScale float32 8 x 262144 1095 vs 1360, bfloat16
     // 4 x 131072 230 vs 331. H100 the same way: softmax float32 1 x 262144 180 vs 235, bfloat16
     // 16 x 262144 1062 vs 1232; ReduceScale bfloat16 64 x 262144 807 vs 2024.
-    const auto kernel = cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled>(g.cols / kVec, blocks, threads);
+    const auto kernel = [&] {
+      if constexpr (Policy::kNeedsSum && sizeof(In) == 2) {
+        if (plan.held_raw) return cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled, true>(g.cols / kVec, blocks, threads);
+      }
+      return cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled>(g.cols / kVec, blocks, threads);
+    }();
     cudaLaunchConfig_t config;
     cudaLaunchAttribute attrs[2];
     setup_clusters(config, attrs[0], kernel, blocks, dim3(threads), 0, stream);  // runs: cluster_row_plan asked
@@ -931,7 +971,7 @@ void launch_smem(const In* x, Out* y, const RowGeometry& g, const Policy& policy
 // (16-bit rows of up to 65536 stay on "block": cluster_row lost 1-6% there, section 6.)
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 bool cluster_row_holds_as_many_rows_as_smem(const RowGeometry& g, cudaStream_t stream) {
-  const ClusterRowPlan plan = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
+  const ClusterRowPlan plan = cluster_row_choice<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
   if (plan.blocks == 0) return false;
   constexpr int kScalarVec = kPeeled ? 1 : kVec;
   int threads = 0;
