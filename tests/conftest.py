@@ -564,7 +564,8 @@ def assert_short_rows_launch(fn, kernel, cols=2):
 def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
                 "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP", "REDUCE_OPS_PAIR_ROWS",
-                "REDUCE_OPS_PACKED_ROWS", "REDUCE_OPS_BLOCK_WAVES", "REDUCE_OPS_CLUSTER_ROW_HELD"):
+                "REDUCE_OPS_PACKED_ROWS", "REDUCE_OPS_BLOCK_WAVES", "REDUCE_OPS_CLUSTER_ROW_HELD",
+                "REDUCE_OPS_WARP_HELD"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -612,6 +613,19 @@ def row_norm_warp_packs(names):
     (row_norm_warp_kernel, row_norm_warp_capped_kernel, row_norm_rows_kernel)."""
     return [a[4] for a in launches_of(names, "row_norm_warp_kernel", "row_norm_warp_capped_kernel",
                                       "row_norm_rows_kernel")]
+
+
+def warp_rows_held_raw(fn):
+    """Whether each row_norm_warp_kernel launch of fn() holds its packs as raw words (kRawHeld, its
+    last template argument)."""
+    return [a[-1] == "true" for a in launches_of(cuda_kernels_run(fn), "row_norm_warp_kernel")]
+
+
+# The forward warp kernel's 16-bit rows of 3-4 packs over 32 lanes (softmax_launch.h's launch_warp):
+# raw words where they are peeled (777: 97 packs, 4 a lane; 555: 69, 3), and for ReduceScale where
+# its loads are unmarked (768: 96 packs, 3 a lane; 1024: 4), else floats. cols, softmax raw,
+# ReduceScale raw.
+WARP_HELD_CASES = [(777, True, True), (555, True, True), (768, False, True), (1024, False, True)]
 
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time

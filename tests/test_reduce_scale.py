@@ -22,6 +22,7 @@ from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_
 from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
+    WARP_HELD_CASES,
     assert_half_packs_launch,
     assert_short_rows_launch,
     clear_row_knobs,
@@ -38,6 +39,7 @@ from conftest import (  # noqa: E402
     packed_rows_by_default,
     packed_rows_input,
     pair_row_cases,
+    warp_rows_held_raw,
     pair_rows,
     off_16_bytes,
     peeled_edge_rows,
@@ -726,6 +728,32 @@ def test_reduce_scale_cluster_row_on_the_fewest_blocks(monkeypatch, dtype, cols,
         dims = cuda_launch_dims(lambda: reduce_ops.reduce_scale(x), "row_norm_cluster_row_kernel")
         assert dims == [((6 * blocks, 1, 1), (threads, 1, 1))], dims
     check_reduce_scale(x, eps=1e-3)
+
+
+# The warp kernel's 16-bit rows of 3-4 packs over 32 lanes held as raw words where launch_warp says
+# (conftest.WARP_HELD_CASES: peeled rows, unmarked loads), or as floats (REDUCE_OPS_WARP_HELD=float):
+# the same bits either way (one max, one scaling a value), out of place and in place, rows of
+# special values among them. On sm_90 the kernel launched.
+@requires_cuda
+@pytest.mark.parametrize("cols,_,raw", WARP_HELD_CASES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+def test_reduce_scale_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, _, raw):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_WARP_HELD", raising=False)
+    x = special_rows(make_input((300, cols), dtype, "cuda"), dtype)
+    sm90 = torch.cuda.get_device_capability() == (9, 0)
+    if sm90:
+        assert warp_rows_held_raw(lambda: reduce_ops.reduce_scale(x)) == [raw]
+    out, scale = check_reduce_scale(x)
+    check_reduce_scale(x, eps=1e-3)
+    inplace_scale = check_reduce_scale_(x.clone())
+    monkeypatch.setenv("REDUCE_OPS_WARP_HELD", "float")
+    if sm90:
+        assert warp_rows_held_raw(lambda: reduce_ops.reduce_scale(x)) == [False]
+    other_out, other_scale = reduce_ops.reduce_scale(x)
+    assert_exactly_equal(out, other_out)
+    assert_exactly_equal(scale, other_scale)
+    assert_exactly_equal(inplace_scale, other_scale)
 
 
 # The register kernels' next row (conftest.next_row_cases), rows of special values (zero, NaN,

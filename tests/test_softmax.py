@@ -22,6 +22,7 @@ from conftest import ROW_STRATEGIES, force_row_strategy, force_several_rows_per_
 from conftest import MARKED_LOAD_CASES, force_load_marks  # noqa: E402
 from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
+    WARP_HELD_CASES,
     assert_half_packs_launch,
     assert_short_rows_launch,
     clear_row_knobs,
@@ -38,6 +39,7 @@ from conftest import (  # noqa: E402
     packed_rows_by_default,
     packed_rows_input,
     pair_row_cases,
+    warp_rows_held_raw,
     pair_rows,
     peeled_edge_rows,
     peeled_next_row_cases,
@@ -720,6 +722,30 @@ def test_softmax_cluster_row_blocks_a_row(monkeypatch, dtype, cols, blocks, thre
     check_softmax(x, -1)
     monkeypatch.setenv("REDUCE_OPS_CLUSTER", str(fewest))
     check_softmax(x, -1)
+
+
+# The warp kernel's 16-bit rows of 3-4 packs over 32 lanes held as raw words (exp taken again at
+# the write) where launch_warp says, else as exps, and as exps everywhere with
+# REDUCE_OPS_WARP_HELD=float: each on special values, rows whose exps reach subnormals (-100 x
+# rand: the write's exps off the ex2-only path) and large offsets; rows starting off 16 bytes too.
+# On sm_90 the kernel launched.
+@requires_cuda
+@pytest.mark.parametrize("held", ["auto", "float"])
+@pytest.mark.parametrize("cols,raw,_", WARP_HELD_CASES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
+def test_softmax_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, raw, _, held):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_WARP_HELD", raising=False)
+    if held == "float":
+        monkeypatch.setenv("REDUCE_OPS_WARP_HELD", "float")
+    shape = (300, cols)
+    x = special_rows(make_input(shape, dtype, "cuda"))
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert warp_rows_held_raw(lambda: reduce_ops.softmax(x, -1)) == [raw and held == "auto"]
+    check_softmax(x, -1)
+    check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
+    check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
+    check_softmax(make_input((300, cols + 1), dtype, "cuda")[:, 1:], -1)
 
 
 # cluster_row's 16-bit softmax rows held as raw words (exp taken again at the write) or as exps

@@ -53,6 +53,9 @@ using Int = std::integral_constant<int, N>;
 //                               the rows' cluster kernels hold each block's share in registers
 //                               only, or half of it (softmax_backward: out) in shared memory,
 //                               the default (softmax_launch.h);
+//   REDUCE_OPS_WARP_HELD=float  the rows' forward warp kernel holds 16-bit rows of 3-4 packs a
+//                               lane as floats where it would hold their raw words (peeled
+//                               rows, unmarked ReduceScale; softmax_launch.h's launch_warp);
 //   REDUCE_OPS_CLUSTER_ROW_HELD=raw|float
 //                               cluster_row's 16-bit softmax rows held as raw words or as
 //                               exps (softmax_launch.h's cluster_row_choice);

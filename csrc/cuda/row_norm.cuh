@@ -474,13 +474,11 @@ __device__ __forceinline__ void with_exp_mode(bool normal, Body body) {
   else body(std::false_type{});
 }
 
-// Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
-// the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out;
-// kPeeled rows hold their aligned middle so (RowPacks) and their edges an element a lane
-// (RowEdges). kLastLoads (16-byte packs): the packs loaded by load_evict_last, as
-// row_norm_regs_kernel's.
+// kRawHeld (16-bit 16-byte packs): each lane's packs held as their raw words from the load to the
+// write, half the registers of floats, softmax's exps taken again at the write (launch_warp says
+// where; softmax_backward.cuh's HeldPack does the same for the backward).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
-          bool kPeeled, bool kLastLoads>
+          bool kPeeled, bool kLastLoads, bool kRawHeld = false>
 __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
                                                    Policy policy) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
@@ -515,7 +513,13 @@ __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out
     if constexpr (kAhead != Ahead::kNone) edges = next_edges;
     else edges.load(xr, at, g.cols, lane, kWidth);
     if (!row_ok) edges.clear();
-    Acc v[kPacks][kVec];
+    // The lane's packs as floats (softmax's become its exps), or (kRawHeld) as raw words.
+    Acc v[kRawHeld ? 1 : kPacks][kVec];
+    std::conditional_t<kRawHeld, PackWords<In, kVec>, Acc> words[kRawHeld ? kPacks : 1];
+    const auto held = [&](int p, int k) {
+      if constexpr (kRawHeld) return words[p].template get<Acc>(k);
+      else return v[p][k];
+    };
     MaxFold<In, Acc, Policy> fold;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
@@ -524,6 +528,8 @@ __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out
           const auto w = next.take(p);
 #pragma unroll
           for (int k = 0; k < kVec; ++k) v[p][k] = w.template get<Acc>(k);
+        } else if constexpr (kRawHeld) {
+          words[p].template load_marked<kLastLoads>(xr + at.head + (p * kWidth + lane) * kVec);
         } else if constexpr (kLastLoads && kVec * sizeof(In) == 16) {
           PackWords<In, kVec> w;
           w.load_evict_last(xr + at.head + (p * kWidth + lane) * kVec);
@@ -538,13 +544,16 @@ __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out
       }
     }
     // The prefetched words fold while they are still held (16-bit: two values at a time, see
-    // MaxFold). Loaded packs fold as values: folding their words as they arrived made ptxas wait
-    // for the first pack before loading the last (bfloat16 ReduceScale, 4 packs a lane).
+    // MaxFold), and so do held raw words. Loaded packs fold as values: folding their words as they
+    // arrived made ptxas wait for the first pack before loading the last (bfloat16 ReduceScale, 4
+    // packs a lane).
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if (in_row(p)) {
         if constexpr (kAhead != Ahead::kNone) {
           fold.add(next.take(p));
+        } else if constexpr (kRawHeld) {
+          fold.add(words[p]);
         } else {
 #pragma unroll
           for (int k = 0; k < kVec; ++k) fold.add(v[p][k]);
@@ -565,8 +574,12 @@ __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out
           if (in_row(p)) {
 #pragma unroll
             for (int k = 0; k < kVec; ++k) {
-              v[p][k] = Policy::template transform<decltype(normal)::value>(v[p][k], stat);
-              s += v[p][k];
+              if constexpr (kRawHeld) {
+                s += Policy::template transform<decltype(normal)::value>(held(p, k), stat);
+              } else {
+                v[p][k] = Policy::template transform<decltype(normal)::value>(v[p][k], stat);
+                s += v[p][k];
+              }
             }
           }
         }
@@ -577,16 +590,32 @@ __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out
     if (!row_ok) continue;
     const auto finish = policy.finisher(stat, sum);
     Out* yr = y + row * g.y_row_stride;
+    if constexpr (Policy::kNeedsSum && kRawHeld) {  // the exps taken again
+      with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
 #pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      if (in_row(p)) {
-        Acc o[kVec];
+        for (int p = 0; p < kPacks; ++p) {
+          if (in_row(p)) {
+            Acc o[kVec];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const Acc t = Policy::kNeedsSum ? v[p][k] : Policy::transform(v[p][k], stat);
-          o[k] = finish(t);
+            for (int k = 0; k < kVec; ++k) {
+              o[k] = finish(Policy::template transform<decltype(normal)::value>(held(p, k), stat));
+            }
+            store_pack<Out, Acc, kVec>(yr + at.head + (p * kWidth + lane) * kVec, o);
+          }
         }
-        store_pack<Out, Acc, kVec>(yr + at.head + (p * kWidth + lane) * kVec, o);
+      });
+    } else {  // softmax's exps as summed, or ReduceScale's values
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p) {
+        if (in_row(p)) {
+          Acc o[kVec];
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) {
+            const Acc t = Policy::kNeedsSum ? v[p][k] : Policy::transform(held(p, k), stat);
+            o[k] = finish(t);
+          }
+          store_pack<Out, Acc, kVec>(yr + at.head + (p * kWidth + lane) * kVec, o);
+        }
       }
     }
     edges.store(yr, finish, stat);
@@ -595,21 +624,21 @@ __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out
 }
 
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
-          bool kPeeled = false, bool kLastLoads = false>
+          bool kPeeled = false, bool kLastLoads = false, bool kRawHeld = false>
 __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
                                      Policy policy) {
-  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads>(x, y, g, policy);
+  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads, kRawHeld>(x, y, g, policy);
 }
 
 // row_norm_warp_kernel with its registers capped at 64, so that 4 blocks share an SM (launch_warp
 // says where). A kernel of its own: __launch_bounds__(kBlock) alone, without the cap, moves ptxas'
 // register and scheduling choices for every warp kernel (some lost 17%).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
-          bool kPeeled = false, bool kLastLoads = false>
+          bool kPeeled = false, bool kLastLoads = false, bool kRawHeld = false>
 __global__ void __launch_bounds__(kBlock, 4) row_norm_warp_capped_kernel(const In* __restrict__ x,
                                                                          Out* __restrict__ y, RowGeometry g,
                                                                          Policy policy) {
-  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads>(x, y, g, policy);
+  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads, kRawHeld>(x, y, g, policy);
 }
 
 // "warp" a lane group kRows rows at once: short rows of whole packs (kVec > 1, not peeled), kWidth

@@ -471,6 +471,26 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
           kPeeled && kVec * sizeof(In) == 16 && sizeof(In) == 2 &&
           ((kPacks == 2 && kWidth == 8 && std::is_same_v<In, c10::BFloat16>) ||
            (Policy::kNeedsSum && kPacks == 3 && kWidth == 4));
+      // 16-bit rows of 3-4 packs over 32 lanes hold their raw words (row_norm_warp_rows' kRawHeld)
+      // where they are peeled, or ReduceScale's unmarked: peeled softmax at 4 packs a lane 64 -> 48
+      // registers, at 3 56 -> 40; unmarked ReduceScale 62 -> 40 and 48 -> 38. H200 (rows_ab.py,
+      // h200_study/session75.txt, section 5), bfloat16, us, floats -> words (torch.compile): softmax
+      // peeled 131072 x 777 120.42 -> 110.66 (130.43), 65536 x 1001 75.31 -> 71.20, 32768 x 1001 42.48
+      // -> 37.98, 131072 x 555 86.88 -> 82.43, 65536 x 521 44.06 -> 40.77, 262144 x 1023 283.87 ->
+      // 281.98; ReduceScale peeled 131072 x 777 115.26 -> 107.20 (113.47), 32768 x 1001 43.10 -> 38.02;
+      // ReduceScale aligned, unmarked (under 3 L2s of traffic: row_loads_marked) 32768 x 768 33.22 ->
+      // 29.66 (29.04), 16384 x 768 19.23 -> 17.76 (17.22), 32768 x 1024 38.56 -> 37.31 (36.51). Aligned
+      // softmax stays on floats (within 1%, 4096 x 1024 9.15 against 9.47), and so does marked
+      // ReduceScale (65536 x 1024 67.74 against 67.90, 131072 x 384 51.94 against 52.45); peeled
+      // softmax 262144 x 700 lost 193.41 -> 194.94. REDUCE_OPS_WARP_HELD=float (a developer knob, for
+      // measurement): floats there too.
+      constexpr bool kRawHeld = sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth == kWarpSize &&
+                                (kPacks == 3 || kPacks == 4) && (kPeeled || (!Policy::kNeedsSum && !kLast));
+      if constexpr (kRawHeld) {  // never kCapped (4-8 lanes)
+        if (!env_equals("REDUCE_OPS_WARP_HELD", "float")) {
+          return launch(row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast, true>);
+        }
+      }
       if constexpr (kCapped) {
         if (!env_equals("REDUCE_OPS_WARP_CAP", "off")) {
           return launch(row_norm_warp_capped_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast>);
@@ -897,7 +917,9 @@ bool launch_cluster_row(const In* x, Out* y, const RowGeometry& g, const Policy&
     // 16 x 262144 1062 vs 1232; ReduceScale bfloat16 64 x 262144 807 vs 2024.
     const auto kernel = [&] {
       if constexpr (Policy::kNeedsSum && sizeof(In) == 2) {
-        if (plan.held_raw) return cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled, true>(g.cols / kVec, blocks, threads);
+        if (plan.held_raw) {
+          return cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled, true>(g.cols / kVec, blocks, threads);
+        }
       }
       return cluster_row_kernel<In, Out, Acc, Policy, kVec, kPeeled>(g.cols / kVec, blocks, threads);
     }();
