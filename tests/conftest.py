@@ -621,11 +621,13 @@ def warp_rows_held_raw(fn):
     return [a[-1] == "true" for a in launches_of(cuda_kernels_run(fn), "row_norm_warp_kernel")]
 
 
-# The forward warp kernel's 16-bit rows of 3-4 packs over 32 lanes (softmax_launch.h's launch_warp):
-# raw words where they are peeled (777: 97 packs, 4 a lane; 555: 69, 3), and for ReduceScale where
-# its loads are unmarked (768: 96 packs, 3 a lane; 1024: 4), else floats. cols, softmax raw,
+# The forward warp kernel's 16-bit rows of 3-4 packs over 32 lanes or 3 over 16 (softmax_launch.h's
+# launch_warp): raw words where they are peeled (777: 97 packs, 4 a lane; 555: 69, 3; 333: 41, 16
+# lanes of 3), and for ReduceScale where its loads are unmarked (768: 96 packs, 3 a lane; 1024: 4;
+# 320: 40, 16 lanes of 3), else floats (171: 21 packs, 8 lanes of 3). cols, softmax raw,
 # ReduceScale raw.
-WARP_HELD_CASES = [(777, True, True), (555, True, True), (768, False, True), (1024, False, True)]
+WARP_HELD_CASES = [(777, True, True), (555, True, True), (333, True, True), (768, False, True), (1024, False, True),
+                   (320, False, True), (171, False, False)]
 
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time

@@ -471,20 +471,25 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
           kPeeled && kVec * sizeof(In) == 16 && sizeof(In) == 2 &&
           ((kPacks == 2 && kWidth == 8 && std::is_same_v<In, c10::BFloat16>) ||
            (Policy::kNeedsSum && kPacks == 3 && kWidth == 4));
-      // 16-bit rows of 3-4 packs over 32 lanes hold their raw words (row_norm_warp_rows' kRawHeld)
-      // where they are peeled, or ReduceScale's unmarked: peeled softmax at 4 packs a lane 64 -> 48
-      // registers, at 3 56 -> 40; unmarked ReduceScale 62 -> 40 and 48 -> 38. H200 (rows_ab.py,
-      // h200_study/session75.txt, section 5), bfloat16, us, floats -> words (torch.compile): softmax
-      // peeled 131072 x 777 120.42 -> 110.66 (130.43), 65536 x 1001 75.31 -> 71.20, 32768 x 1001 42.48
-      // -> 37.98, 131072 x 555 86.88 -> 82.43, 65536 x 521 44.06 -> 40.77, 262144 x 1023 283.87 ->
-      // 281.98; ReduceScale peeled 131072 x 777 115.26 -> 107.20 (113.47), 32768 x 1001 43.10 -> 38.02;
-      // ReduceScale aligned, unmarked (under 3 L2s of traffic: row_loads_marked) 32768 x 768 33.22 ->
-      // 29.66 (29.04), 16384 x 768 19.23 -> 17.76 (17.22), 32768 x 1024 38.56 -> 37.31 (36.51). Aligned
+      // 16-bit rows of 3-4 packs over 32 lanes, or 3 over 16, hold their raw words (row_norm_warp_rows'
+      // kRawHeld) where they are peeled, or for ReduceScale where its loads are unmarked: peeled
+      // softmax at 4 packs a lane 64 -> 48 registers, at 3 56 -> 40 (16 lanes 56 -> 47); unmarked
+      // ReduceScale 62 -> 40 and 48-55 -> 38-39. H200 (rows_ab.py, h200_study/session75.txt, sections 5
+      // and 7), bfloat16, us, floats -> words (torch.compile): softmax peeled 131072 x 777 120.42 ->
+      // 110.66 (130.43), 65536 x 1001 75.31 -> 71.20, 32768 x 1001 42.48 -> 37.98, 131072 x 555 86.88
+      // -> 82.43, 65536 x 521 44.06 -> 40.77, 262144 x 1023 283.87 -> 281.98; on 16 lanes 65536 x 301
+      // 27.58 -> 26.98, 32768 x 333 18.02 -> 17.41, 262144 x 377 even (110.67 -> 109.47, then 108.86 ->
+      // 109.79); ReduceScale peeled 131072 x 777 115.26 -> 107.20 (113.47), 32768 x 1001 43.10 ->
+      // 38.02, 262144 x 377 115.17 -> 106.37 (113.12); ReduceScale aligned, unmarked (under 3 L2s of
+      // traffic: row_loads_marked) 32768 x 768 33.22 -> 29.66 (29.04), 16384 x 768 19.23 -> 17.76
+      // (17.22), 32768 x 1024 38.56 -> 37.31 (36.51), 65536 x 320 26.74 -> 25.86 (26.08). Aligned
       // softmax stays on floats (within 1%, 4096 x 1024 9.15 against 9.47), and so does marked
       // ReduceScale (65536 x 1024 67.74 against 67.90, 131072 x 384 51.94 against 52.45); peeled
-      // softmax 262144 x 700 lost 193.41 -> 194.94. REDUCE_OPS_WARP_HELD=float (a developer knob, for
+      // softmax 262144 x 700 lost 193.41 -> 194.94. 8 lanes of 3 packs (rows of 17-24 packs) keep
+      // floats: peeled softmax lost 1-2.6% on words (524288 x 155 96.94 -> 99.49), ReduceScale within
+      // 1% but for 131072 x 160 (27.20 -> 26.34). REDUCE_OPS_WARP_HELD=float (a developer knob, for
       // measurement): floats there too.
-      constexpr bool kRawHeld = sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth == kWarpSize &&
+      constexpr bool kRawHeld = sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth >= 16 &&
                                 (kPacks == 3 || kPacks == 4) && (kPeeled || (!Policy::kNeedsSum && !kLast));
       if constexpr (kRawHeld) {  // never kCapped (4-8 lanes)
         if (!env_equals("REDUCE_OPS_WARP_HELD", "float")) {
