@@ -590,6 +590,8 @@ __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out
     if (!row_ok) continue;
     const auto finish = policy.finisher(stat, sum);
     Out* yr = y + row * g.y_row_stride;
+    // Two copies of the write loop: one loop as a lambda for both moved ptxas' schedule of 42 of
+    // the float kernels (cuobjdump -sass), which keep this one as it was.
     if constexpr (Policy::kNeedsSum && kRawHeld) {  // the exps taken again
       with_exp_mode(Policy::exp_is_normal(lo, stat), [&](auto normal) {
 #pragma unroll
