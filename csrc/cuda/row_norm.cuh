@@ -474,14 +474,22 @@ __device__ __forceinline__ void with_exp_mode(bool normal, Body body) {
   else body(std::false_type{});
 }
 
-// kRawHeld (16-bit 16-byte packs): each lane's packs held as their raw words from the load to the
-// write, half the registers of floats, softmax's exps taken again at the write (launch_warp says
-// where; softmax_backward.cuh's HeldPack does the same for the backward).
+// Lane `lane` of a kWidth-lane group holds packs p * kWidth + lane, p < kPacks. With kVec > 1
+// the launcher guarantees cols % kVec == 0, so a pack is wholly inside the row or wholly out;
+// kPeeled rows hold their aligned middle so (RowPacks) and their edges an element a lane
+// (RowEdges). kLastLoads (16-byte packs): the packs loaded by load_evict_last, as
+// row_norm_regs_kernel's. kRawHeld (16-bit 16-byte packs, no next row ahead): each lane's packs
+// held as their raw words from the load to the write, half the registers of floats, softmax's
+// exps taken again at the write (launch_warp says where; softmax_backward.cuh's HeldPack does the
+// same for the backward's warp).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
           bool kPeeled, bool kLastLoads, bool kRawHeld = false>
 __device__ __forceinline__ void row_norm_warp_rows(const In* __restrict__ x, Out* __restrict__ y, RowGeometry g,
                                                    Policy policy) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
+  static_assert(!kRawHeld ||
+                    (sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWarpAhead<In, kVec, kPacks> == Ahead::kNone),
+                "raw words: 16-bit 16-byte packs, no next row ahead");
   using Packs = RowPacks<In, kVec, kPeeled>;
   using Edges = RowEdges<In, Acc, Policy, (2 * kVec - 2 + kWidth - 1) / kWidth, kPeeled>;
   const int lane = threadIdx.x % kWidth;
@@ -636,11 +644,11 @@ __global__ void row_norm_warp_kernel(const In* __restrict__ x, Out* __restrict__
 // says where). A kernel of its own: __launch_bounds__(kBlock) alone, without the cap, moves ptxas'
 // register and scheduling choices for every warp kernel (some lost 17%).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth,
-          bool kPeeled = false, bool kLastLoads = false, bool kRawHeld = false>
+          bool kPeeled = false, bool kLastLoads = false>
 __global__ void __launch_bounds__(kBlock, 4) row_norm_warp_capped_kernel(const In* __restrict__ x,
                                                                          Out* __restrict__ y, RowGeometry g,
                                                                          Policy policy) {
-  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads, kRawHeld>(x, y, g, policy);
+  row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads>(x, y, g, policy);
 }
 
 // "warp" a lane group kRows rows at once: short rows of whole packs (kVec > 1, not peeled), kWidth
