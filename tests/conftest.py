@@ -615,10 +615,10 @@ def row_norm_warp_packs(names):
                                       "row_norm_rows_kernel")]
 
 
-def warp_rows_held_raw(fn):
-    """Whether each row_norm_warp_kernel launch of fn() holds its packs as raw words (kRawHeld, its
-    last template argument)."""
-    return [a[-1] == "true" for a in launches_of(cuda_kernels_run(fn), "row_norm_warp_kernel")]
+def held_raw_launches(fn, kernel):
+    """Whether each launch of `kernel` that fn() makes holds its values as raw words: its last
+    template argument (row_norm_warp_kernel's kRawHeld, row_norm_cluster_row_kernel's kHeldRaw)."""
+    return [a[-1] == "true" for a in launches_of(cuda_kernels_run(fn), kernel)]
 
 
 # The forward warp kernel's 16-bit rows of 3-4 packs over 32 lanes or 3 over 16 (softmax_launch.h's

@@ -39,7 +39,7 @@ from conftest import (  # noqa: E402
     packed_rows_by_default,
     packed_rows_input,
     pair_row_cases,
-    warp_rows_held_raw,
+    held_raw_launches,
     pair_rows,
     off_16_bytes,
     peeled_edge_rows,
@@ -743,13 +743,13 @@ def test_reduce_scale_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, _, r
     x = special_rows(make_input((300, cols), dtype, "cuda"), dtype)
     sm90 = torch.cuda.get_device_capability() == (9, 0)
     if sm90:
-        assert warp_rows_held_raw(lambda: reduce_ops.reduce_scale(x)) == [raw]
+        assert held_raw_launches(lambda: reduce_ops.reduce_scale(x), "row_norm_warp_kernel") == [raw]
     out, scale = check_reduce_scale(x)
     check_reduce_scale(x, eps=1e-3)
     inplace_scale = check_reduce_scale_(x.clone())
     monkeypatch.setenv("REDUCE_OPS_WARP_HELD", "float")
     if sm90:
-        assert warp_rows_held_raw(lambda: reduce_ops.reduce_scale(x)) == [False]
+        assert held_raw_launches(lambda: reduce_ops.reduce_scale(x), "row_norm_warp_kernel") == [False]
     other_out, other_scale = reduce_ops.reduce_scale(x)
     assert_exactly_equal(out, other_out)
     assert_exactly_equal(scale, other_scale)

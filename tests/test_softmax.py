@@ -39,7 +39,7 @@ from conftest import (  # noqa: E402
     packed_rows_by_default,
     packed_rows_input,
     pair_row_cases,
-    warp_rows_held_raw,
+    held_raw_launches,
     pair_rows,
     peeled_edge_rows,
     peeled_next_row_cases,
@@ -741,7 +741,7 @@ def test_softmax_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, raw, _, h
     shape = (300, cols)
     x = special_rows(make_input(shape, dtype, "cuda"))
     if torch.cuda.get_device_capability() == (9, 0):
-        assert warp_rows_held_raw(lambda: reduce_ops.softmax(x, -1)) == [raw and held == "auto"]
+        assert held_raw_launches(lambda: reduce_ops.softmax(x, -1), "row_norm_warp_kernel") == [raw and held == "auto"]
     check_softmax(x, -1)
     check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
     check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
@@ -753,12 +753,6 @@ def test_softmax_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, raw, _, h
 # values, on rows whose exps reach subnormals (-100 x rand: the write's exps off the ex2-only
 # path) and large offsets, aligned rows whole (262144: every block's share full) and not (70000),
 # and peeled rows (100003). On sm_90 the kernel launched, by its last template argument.
-def cluster_row_held_raw(names):
-    """Whether each row_norm_cluster_row_kernel in names is the raw-word one (kHeldRaw, its last
-    template argument)."""
-    return [n.split(">(")[0].endswith("true") for n in names if "row_norm_cluster_row_kernel" in n]
-
-
 @requires_cuda
 @pytest.mark.parametrize("shape", [(5, 70000), (3, 100003), (2, 262144)], ids=str)
 @pytest.mark.parametrize("held", ["raw", "float"])
@@ -768,7 +762,7 @@ def test_softmax_cluster_row_16_bit_held_values(monkeypatch, dtype, held, shape)
     monkeypatch.setenv("REDUCE_OPS_CLUSTER_ROW_HELD", held)
     x = special_rows(make_input(shape, dtype, "cuda"))
     if torch.cuda.get_device_capability() == (9, 0):
-        assert cluster_row_held_raw(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))) == [held == "raw"]
+        assert held_raw_launches(lambda: reduce_ops.softmax(x, -1), "row_norm_cluster_row_kernel") == [held == "raw"]
     check_softmax(x, -1)
     check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
     check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)
@@ -783,8 +777,9 @@ def test_softmax_cluster_row_holds_raw_words_past_one_wave(monkeypatch, rows, ra
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = special_rows(make_input((rows, 151936), torch.bfloat16, "cuda"))
-    if torch.cuda.get_device_capability() == (9, 0) and torch.cuda.get_device_properties(0).multi_processor_count <= 132:
-        assert cluster_row_held_raw(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))) == [raw]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if torch.cuda.get_device_capability() == (9, 0) and sms <= 132:
+        assert held_raw_launches(lambda: reduce_ops.softmax(x, -1), "row_norm_cluster_row_kernel") == [raw]
     check_softmax(x, -1)
 
 
