@@ -783,6 +783,39 @@ def test_softmax_cluster_row_holds_raw_words_past_one_wave(monkeypatch, rows, ra
     check_softmax(x, -1)
 
 
+# Aligned 16-bit rows of up to 43008 values keep floats on cluster_row however many their rows
+# (softmax_launch.h's kClusterRowFloatCols); past that, rows past one wave hold raw words. 512
+# rows: past one wave of any of these row lengths' clusters.
+@requires_cuda
+@pytest.mark.parametrize("cols,raw", [(40968, False), (43008, False), (43016, True), (44032, True)])
+def test_softmax_cluster_row_aligned_rows_hold_floats_up_to_43008(monkeypatch, cols, raw):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
+    x = special_rows(make_input((512, cols), torch.bfloat16, "cuda"))
+    if torch.cuda.get_device_capability() == (9, 0):
+        assert held_raw_launches(lambda: reduce_ops.softmax(x, -1), "row_norm_cluster_row_kernel") == [raw]
+    check_softmax(x, -1)
+
+
+# Peeled 16-bit softmax rows past 40960 values: cluster_row where they are fewer than 8 an SM or
+# the block would take 1024 threads (8161-8192 packs: 65537), else a block (launch_vec's
+# block_few_rows). On sm_90 the kernel the call launches.
+@requires_cuda
+@pytest.mark.parametrize("cols,few,kernel", [(50257, True, "row_norm_cluster_row_kernel"),
+                                             (50257, False, "row_norm_regs_kernel"),
+                                             (65537, False, "row_norm_cluster_row_kernel")])
+def test_softmax_peeled_16_bit_rows_past_40960(monkeypatch, cols, few, kernel):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = 8 * sms - 1 if few else 8 * sms
+    x = peeled_edge_rows(special_rows(make_input((rows, cols), torch.float16, "cuda")), 30.0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
+        assert any(kernel in n for n in names), names
+    check_softmax(x, -1)
+
+
 # Float32 softmax rows that are not whole 16-byte packs, past a block (32768) and within shared
 # memory: cluster_row on softmax's count where it holds at least as many rows on an SM as "smem"
 # does (one: 36001 on 6 blocks of 8 an SM, 45001 on 8 of 8), else "smem" (50257: 9 blocks of 8 an

@@ -37,7 +37,8 @@ namespace {
 //              the row in the blocks' registers; the blocks meet through each other's shared
 //              memory and an mbarrier, no barrier (aligned rows of 16-byte packs, float
 //              accumulation, sm_90+, up to 16 blocks of 256 threads x 64 values). Tried before
-//              "block" for 16-bit rows past 40960 values.
+//              "block" for 16-bit rows past 40960 values (peeled softmax rows: where they are few,
+//              launch_vec).
 //   "cluster"  a thread block cluster per row at a time (persistent), the row in the blocks'
 //              registers and (16-byte packs) half of each block's share in its shared memory
 //              (aligned rows, sm_90+, a cluster shape the device can schedule).
@@ -884,16 +885,27 @@ ClusterRowPlan cluster_row_plan(const RowGeometry& g, cudaStream_t stream) {
 // the raw words lost: 32 x 151936 12.4 against 13.1, 24 x 151936 11.0 against 11.1 (section 2:
 // 8 x 262144 9.4 against 9.7, 1 x 151936 7.0 against 7.2-7.7). float16 alike (2048 x 151936
 // 348.6 -> 310.4).
+// Aligned rows of up to kClusterRowFloatCols values keep floats however many their rows: there
+// the raw words lost. H200 (rows_ab.py, h200_study/session76.txt, sections 2 and 4), bfloat16, us,
+// raw -> floats: 2048 x 40968 91.3 -> 89.4, 4096 x 40968 175.0 -> 170.4, 8192 x 40968 338.3 ->
+// 332.0, 1024 x 43008 48.7 -> 48.0, 2048 x 43008 90.2 -> 88.8, 4096 x 43008 174.1 -> 171.5, 8192 x
+// 43008 340.2 -> 338.6 (float16 alike); from 44032 the raw words win (4096 x 44032 176.7 against
+// 181.3, 2048 x 45056 95.1 against 96.5; session75.txt, section 9: 0.6-2.8% at 45056-51200).
+// Peeled rows keep the rule above (1024-4096 x 41001 0.8-5.7% faster on raw words).
 // REDUCE_OPS_CLUSTER_ROW_HELD=raw|float forces one (a developer knob, for measurement).
+constexpr int64_t kClusterRowFloatCols = 43008;
+
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
 ClusterRowPlan cluster_row_choice(const RowGeometry& g, cudaStream_t stream) {
   const ClusterRowPlan floats = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled>(g, stream);
   if constexpr (Policy::kNeedsSum && sizeof(In) == 2) {
     if (floats.blocks == 0) return floats;
-    // One getenv: in one wave only "raw" takes the raw words, past it only "float" skips them.
+    // One getenv: where floats are the default only "raw" takes the raw words, elsewhere only
+    // "float" skips them.
     const bool one_wave = g.rows * floats.blocks <= floats.resident * sm_count();
-    const bool raw = one_wave ? env_equals("REDUCE_OPS_CLUSTER_ROW_HELD", "raw")
-                              : !env_equals("REDUCE_OPS_CLUSTER_ROW_HELD", "float");
+    const bool floats_first = one_wave || (!kPeeled && g.cols <= kClusterRowFloatCols);
+    const bool raw = floats_first ? env_equals("REDUCE_OPS_CLUSTER_ROW_HELD", "raw")
+                                  : !env_equals("REDUCE_OPS_CLUSTER_ROW_HELD", "float");
     if (raw) {
       const ClusterRowPlan words = cluster_row_plan<In, Out, Acc, Policy, kVec, kPeeled, true>(g, stream);
       if (words.blocks > 0) return words;
@@ -1025,6 +1037,10 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
                    static_cast<const RowPartial<Acc>*>(pp), g, s, policy);
 }
 
+// Rows an SM under which peeled 16-bit softmax rows past 40960 values take cluster_row before a
+// block (launch_vec).
+constexpr int kBlockFewRowsPerSM = 8;
+
 // The forward dispatcher (strategies named at the head of this file). kVec == 1 (unaligned rows
 // that cannot be peeled) has no register block or cluster kernels: scalar loads gain nothing from
 // them over "smem". kPeeled (unaligned rows, 16-byte packs, see launch_row_norm): the warp, block
@@ -1088,8 +1104,20 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // leads (float32 94 vs 91 at 2048 x 50257, bfloat16 93 vs 89). Since session 72 (softmax's
   // cluster_row count), float32's smem gives way to cluster_row where that holds as many rows on an
   // SM (cluster_row_holds_as_many_rows_as_smem: rows of up to about 45000).
+  // Since session 76, peeled 16-bit softmax rows past 40960 take cluster_row first too where the
+  // block would run them in few waves (fewer than kBlockFewRowsPerSM rows an SM) or on a plain
+  // 1024-thread block (one an SM: rows of 8161-8192 packs; the staged block takes fewer threads).
+  // H200 (rows_ab.py, h200_study/session76.txt, section 2), us, block -> cluster_row (raw words):
+  // 1024 x 41001 51.8 -> 50.3, 1024 x 45001 55.7 -> 52.0, 1024 x 50257 61.2 -> 57.4, 1024 x 55001
+  // 65.3 -> 60.8, 1024 x 60001 69.8 -> 68.8, 1024 x 65537 83.6 -> 71.0; 2048 x 65537 154.1 -> 136.0,
+  // 4096 x 65537 294.3 -> 263.8. On more rows the block kept even or ahead: 2048 rows mixed (41001
+  // 89.9 against 93.3, 60001 128.4 against 130.6, but 50257 110.9 against 108.2, 55001 119.2
+  // against 114.9), 4096 rows the block by up to 7% (41001 167.1 against 178.9).
   const bool softmax_peeled = kPeeled && Policy::kNeedsSum;
-  const bool cluster_row_first = !widening && sizeof(In) < 4 && g.cols > 40960 && !softmax_peeled;
+  const bool block_few_rows = g.rows < int64_t{kBlockFewRowsPerSM} * sm_count() ||
+                              warps_of_threads(packs, kMaxRegPacks<Acc>) >= kMaxRegThreads;
+  const bool cluster_row_first =
+      !widening && sizeof(In) < 4 && g.cols > 40960 && (!softmax_peeled || block_few_rows);
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) {
     launch_warp<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
