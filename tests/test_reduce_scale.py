@@ -573,6 +573,26 @@ def test_reduce_scale_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols
     assert_exactly_equal(out, other_out)
 
 
+# 16-bit rows from 12288 values take cluster_row where they are fewer than 24 an SM (aligned or
+# peeled), else a block (softmax_launch.h's cluster_row_before_block); shorter rows a block. On
+# sm_90 the kernel the call launches; the absmax or a NaN in the peeled edges.
+@requires_cuda
+@pytest.mark.parametrize("cols,few,kernel", [(16384, True, "row_norm_cluster_row_kernel"),
+                                             (16384, False, "row_norm_regs_kernel"),
+                                             (33001, True, "row_norm_cluster_row_kernel"),
+                                             (8200, True, "row_norm_regs_kernel")], ids=str)
+def test_reduce_scale_16_bit_few_rows_take_cluster_row(monkeypatch, cols, few, kernel):
+    clear_row_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = peeled_edge_rows(make_input((24 * sms - (1 if few else 0), cols), torch.float16, "cuda"), 1000.0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
+        assert any(kernel in n for n in names), names
+    check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone(), eps=1e-3)
+
+
 @peeled_next_row_cases
 def test_reduce_scale_peeled_rows_load_the_next_row_ahead(monkeypatch, ahead, dtype, strategy, shape):
     force_several_rows_per_block(monkeypatch, strategy, ahead)

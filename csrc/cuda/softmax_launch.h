@@ -37,8 +37,8 @@ namespace {
 //              the row in the blocks' registers; the blocks meet through each other's shared
 //              memory and an mbarrier, no barrier (aligned rows of 16-byte packs, float
 //              accumulation, sm_90+, up to 16 blocks of 256 threads x 64 values). Tried before
-//              "block" for 16-bit rows past 40960 values (peeled softmax rows: where they are few,
-//              launch_vec).
+//              "block" for 16-bit rows past 40960 values, and shorter ones where they are few
+//              (cluster_row_before_block).
 //   "cluster"  a thread block cluster per row at a time (persistent), the row in the blocks'
 //              registers and (16-byte packs) half of each block's share in its shared memory
 //              (aligned rows, sm_90+, a cluster shape the device can schedule).
@@ -1037,9 +1037,41 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
                    static_cast<const RowPartial<Acc>*>(pp), g, s, policy);
 }
 
-// Rows an SM under which peeled 16-bit softmax rows past 40960 values take cluster_row before a
-// block (launch_vec).
-constexpr int kBlockFewRowsPerSM = 8;
+// Whether 16-bit rows of g that fit a block take cluster_row first (launch_vec): rows past 40960
+// values, and shorter rows where they are too few for the block's waves (fewer than the count an
+// SM below). kPeeled softmax rows only past 40960, and there only where few or where the block would
+// be a plain 1024-thread one (one an SM: rows of 8161-8192 packs, which the staged block does not
+// take). H200 (rows_ab.py, h200_study/session76.txt, sections 2-6), bfloat16, us, block ->
+// cluster_row:
+//   ReduceScale, from 12288 values on fewer than 24 rows an SM: 1024 x 12288 17.9 -> 17.1, 2048 x
+//     16384 38.3 -> 37.1, 2048 x 24576 54.8 -> 51.4, 1024 x 32776 41.7 -> 38.1, 2048 x 40960 85.6
+//     -> 83.9, 3072 x 24576 78.3 -> 74.9, 3072 x 36864 112.5 -> 111.9, peeled 1024 x 33001 40.4 ->
+//     38.3; 4096 rows even (32776 133.8 against 133.3, 40960 163.3 against 164.1).
+//   Softmax, from 24576 values on fewer than 16 rows an SM: 1024 x 24576 32.9 -> 30.6, 1024 x
+//     36864 48.3 -> 42.4, 1024 x 40960 52.2 -> 46.5, 2048 x 34816 78.7 -> 75.0, 2048 x 40960 90.3
+//     -> 85.1, 2048 x 28672 even; from 3072 rows mixed (3072 x 28672 89.2 against 90.8, 3072 x
+//     40960 129.4 -> 125.7), and shorter rows too (2048 x 20480 47.7 against 48.7).
+//   Peeled softmax, past 40960 on fewer than 8 rows an SM: 1024 x 41001 51.8 -> 50.3, 1024 x 50257
+//     61.2 -> 57.4, 1024 x 55001 65.3 -> 60.8, 1024 x 65537 83.6 -> 71.0; 2048 x 65537 154.1 ->
+//     136.0, 4096 x 65537 294.3 -> 263.8 (1024 threads). On 2048 rows mixed (41001 89.9 against
+//     93.3, 60001 128.4 against 130.6, 50257 110.9 against 108.2), 4096 rows the block by up to 7%.
+// (Before session 76: every 16-bit row past 40960 but peeled softmax, session 48's rule.)
+constexpr int kReduceScaleFewRowsPerSM = 24;
+constexpr int kSoftmaxFewRowsPerSM = 16;
+constexpr int kPeeledSoftmaxFewRowsPerSM = 8;
+
+template <typename Acc, typename Policy, bool kPeeled>
+bool cluster_row_before_block(const RowGeometry& g, int64_t packs) {
+  const int64_t sms = sm_count();
+  if constexpr (!Policy::kNeedsSum) {
+    return g.cols > 40960 || (g.cols >= 12288 && g.rows < kReduceScaleFewRowsPerSM * sms);
+  } else if constexpr (kPeeled) {
+    return g.cols > 40960 && (g.rows < kPeeledSoftmaxFewRowsPerSM * sms ||
+                              warps_of_threads(packs, kMaxRegPacks<Acc>) >= kMaxRegThreads);
+  } else {
+    return g.cols > 40960 || (g.cols >= 24576 && g.rows < kSoftmaxFewRowsPerSM * sms);
+  }
+}
 
 // The forward dispatcher (strategies named at the head of this file). kVec == 1 (unaligned rows
 // that cannot be peeled) has no register block or cluster kernels: scalar loads gain nothing from
@@ -1104,20 +1136,10 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // leads (float32 94 vs 91 at 2048 x 50257, bfloat16 93 vs 89). Since session 72 (softmax's
   // cluster_row count), float32's smem gives way to cluster_row where that holds as many rows on an
   // SM (cluster_row_holds_as_many_rows_as_smem: rows of up to about 45000).
-  // Since session 76, peeled 16-bit softmax rows past 40960 take cluster_row first too where the
-  // block would run them in few waves (fewer than kBlockFewRowsPerSM rows an SM) or on a plain
-  // 1024-thread block (one an SM: rows of 8161-8192 packs; the staged block takes fewer threads).
-  // H200 (rows_ab.py, h200_study/session76.txt, section 2), us, block -> cluster_row (raw words):
-  // 1024 x 41001 51.8 -> 50.3, 1024 x 45001 55.7 -> 52.0, 1024 x 50257 61.2 -> 57.4, 1024 x 55001
-  // 65.3 -> 60.8, 1024 x 60001 69.8 -> 68.8, 1024 x 65537 83.6 -> 71.0; 2048 x 65537 154.1 -> 136.0,
-  // 4096 x 65537 294.3 -> 263.8. On more rows the block kept even or ahead: 2048 rows mixed (41001
-  // 89.9 against 93.3, 60001 128.4 against 130.6, but 50257 110.9 against 108.2, 55001 119.2
-  // against 114.9), 4096 rows the block by up to 7% (41001 167.1 against 178.9).
+  // Since session 76 shorter 16-bit rows too where they are few, and peeled softmax rows past 40960
+  // where they are few (cluster_row_before_block).
   const bool softmax_peeled = kPeeled && Policy::kNeedsSum;
-  const bool block_few_rows = g.rows < int64_t{kBlockFewRowsPerSM} * sm_count() ||
-                              warps_of_threads(packs, kMaxRegPacks<Acc>) >= kMaxRegThreads;
-  const bool cluster_row_first =
-      !widening && sizeof(In) < 4 && g.cols > 40960 && (!softmax_peeled || block_few_rows);
+  const bool cluster_row_first = !widening && sizeof(In) < 4 && cluster_row_before_block<Acc, Policy, kPeeled>(g, packs);
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) {
     launch_warp<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
