@@ -573,19 +573,24 @@ def test_reduce_scale_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols
     assert_exactly_equal(out, other_out)
 
 
-# 16-bit rows from 12288 values take cluster_row where they are fewer than 24 an SM (aligned or
-# peeled), else a block (softmax_launch.h's cluster_row_before_block); shorter rows a block. On
-# sm_90 the kernel the call launches; the absmax or a NaN in the peeled edges.
+# Rows that fit a block take cluster_row where they are few (softmax_launch.h's
+# cluster_row_before_block), else a block: 16-bit rows from 12288 values under 24 rows an SM
+# (aligned or peeled), aligned float32 rows from 12288 under 8; shorter rows a block, and peeled
+# float32 rows. On sm_90 the kernel the call launches; the absmax or a NaN in the peeled edges.
 @requires_cuda
-@pytest.mark.parametrize("cols,few,kernel", [(16384, True, "row_norm_cluster_row_kernel"),
-                                             (16384, False, "row_norm_regs_kernel"),
-                                             (33001, True, "row_norm_cluster_row_kernel"),
-                                             (8200, True, "row_norm_regs_kernel")], ids=str)
-def test_reduce_scale_16_bit_few_rows_take_cluster_row(monkeypatch, cols, few, kernel):
+@pytest.mark.parametrize("dtype,cols,per_sm,few,kernel", [
+    (torch.float16, 16384, 24, True, "row_norm_cluster_row_kernel"),
+    (torch.float16, 16384, 24, False, "row_norm_regs_kernel"),
+    (torch.float16, 33001, 24, True, "row_norm_cluster_row_kernel"),
+    (torch.float16, 8200, 24, True, "row_norm_regs_kernel"),
+    (torch.float32, 16384, 8, True, "row_norm_cluster_row_kernel"),
+    (torch.float32, 16384, 8, False, "row_norm_regs_kernel"),
+    (torch.float32, 16385, 8, True, "row_norm_regs_kernel")], ids=str)
+def test_reduce_scale_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few, kernel):
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = peeled_edge_rows(make_input((24 * sms - (1 if few else 0), cols), torch.float16, "cuda"), 1000.0)
+    x = peeled_edge_rows(make_input((per_sm * sms - (1 if few else 0), cols), dtype, "cuda"), 1000.0)
     if torch.cuda.get_device_capability() == (9, 0):
         names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
         assert any(kernel in n for n in names), names

@@ -797,20 +797,30 @@ def test_softmax_cluster_row_aligned_rows_hold_floats_up_to_43008(monkeypatch, c
     check_softmax(x, -1)
 
 
-# Aligned 16-bit softmax rows from 24576 values: cluster_row where they are fewer than 16 an SM,
-# else a block (softmax_launch.h's cluster_row_before_block); shorter rows a block. Peeled rows
-# past 40960: cluster_row where they are fewer than 8 an SM or the block would take 1024 threads
-# (8161-8192 packs: 65537), else a block. On sm_90 the kernel the call launches.
+# Aligned softmax rows that fit a block take cluster_row where they are few (softmax_launch.h's
+# cluster_row_before_block), else a block: 16-bit rows from 24576 values under 8 rows an SM, or
+# under 16 where cluster_row's shares are whole (32768: 4 blocks of 128 threads x 8 packs; 34816's
+# are not); float32 rows from 12288 under 8 where the shares are whole (16384: 2 of 128 x 16;
+# 20000's are not); shorter rows a block. Peeled 16-bit rows past 40960: cluster_row where they
+# are fewer than 8 an SM or the block would take 1024 threads (8161-8192 packs: 65537), else a
+# block. On sm_90 the kernel the call launches.
 @requires_cuda
-@pytest.mark.parametrize("cols,few,kernel", [(32768, True, "row_norm_cluster_row_kernel"),
-                                             (32768, False, "row_norm_regs_kernel"),
-                                             (20480, True, "row_norm_regs_kernel")], ids=str)
-def test_softmax_16_bit_few_rows_take_cluster_row(monkeypatch, cols, few, kernel):
+@pytest.mark.parametrize("dtype,cols,per_sm,few,kernel", [
+    (torch.bfloat16, 32768, 16, True, "row_norm_cluster_row_kernel"),
+    (torch.bfloat16, 32768, 16, False, "row_norm_regs_kernel"),
+    (torch.bfloat16, 34816, 16, True, "row_norm_regs_kernel"),
+    (torch.bfloat16, 34816, 8, True, "row_norm_cluster_row_kernel"),
+    (torch.bfloat16, 20480, 16, True, "row_norm_regs_kernel"),
+    (torch.float32, 16384, 8, True, "row_norm_cluster_row_kernel"),
+    (torch.float32, 16384, 8, False, "row_norm_regs_kernel"),
+    (torch.float32, 20000, 8, True, "row_norm_regs_kernel"),
+    (torch.float32, 8192, 8, True, "row_norm_regs_kernel")], ids=str)
+def test_softmax_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few, kernel):
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = 16 * sms - (1 if few else 0)
-    x = special_rows(make_input((rows, cols), torch.bfloat16, "cuda"))
+    rows = per_sm * sms - (1 if few else 0)
+    x = special_rows(make_input((rows, cols), dtype, "cuda"))
     if torch.cuda.get_device_capability() == (9, 0):
         names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
         assert any(kernel in n for n in names), names

@@ -37,8 +37,8 @@ namespace {
 //              the row in the blocks' registers; the blocks meet through each other's shared
 //              memory and an mbarrier, no barrier (aligned rows of 16-byte packs, float
 //              accumulation, sm_90+, up to 16 blocks of 256 threads x 64 values). Tried before
-//              "block" for 16-bit rows past 40960 values, and shorter ones where they are few
-//              (cluster_row_before_block).
+//              "block" for 16-bit rows past 40960 values, and shorter ones (float32 too) where
+//              they are few (cluster_row_before_block).
 //   "cluster"  a thread block cluster per row at a time (persistent), the row in the blocks'
 //              registers and (16-byte packs) half of each block's share in its shared memory
 //              (aligned rows, sm_90+, a cluster shape the device can schedule).
@@ -1037,39 +1037,59 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
                    static_cast<const RowPartial<Acc>*>(pp), g, s, policy);
 }
 
-// Whether 16-bit rows of g that fit a block take cluster_row first (launch_vec): rows past 40960
-// values, and shorter rows where they are too few for the block's waves (fewer than the count an
-// SM below). kPeeled softmax rows only past 40960, and there only where few or where the block would
+// Whether rows of g that fit a block take cluster_row before it (launch_vec): 16-bit rows past 40960
+// values (session 48's rule, but peeled softmax rows), and shorter rows, float32 too, where they are
+// too few for the block's waves (fewer than the count an SM below). Softmax takes cluster_row on
+// more rows only where cluster_row's shares are whole (cluster_row_kernel's guard-free kernel):
+// elsewhere it lost. Peeled 16-bit softmax rows only past 40960, where few or where the block would
 // be a plain 1024-thread one (one an SM: rows of 8161-8192 packs, which the staged block does not
-// take). H200 (rows_ab.py, h200_study/session76.txt, sections 2-6), bfloat16, us, block ->
-// cluster_row:
-//   ReduceScale, from 12288 values on fewer than 24 rows an SM: 1024 x 12288 17.9 -> 17.1, 2048 x
-//     16384 38.3 -> 37.1, 2048 x 24576 54.8 -> 51.4, 1024 x 32776 41.7 -> 38.1, 2048 x 40960 85.6
-//     -> 83.9, 3072 x 24576 78.3 -> 74.9, 3072 x 36864 112.5 -> 111.9, peeled 1024 x 33001 40.4 ->
-//     38.3; 4096 rows even (32776 133.8 against 133.3, 40960 163.3 against 164.1).
-//   Softmax, from 24576 values on fewer than 16 rows an SM: 1024 x 24576 32.9 -> 30.6, 1024 x
-//     36864 48.3 -> 42.4, 1024 x 40960 52.2 -> 46.5, 2048 x 34816 78.7 -> 75.0, 2048 x 40960 90.3
-//     -> 85.1, 2048 x 28672 even; from 3072 rows mixed (3072 x 28672 89.2 against 90.8, 3072 x
-//     40960 129.4 -> 125.7), and shorter rows too (2048 x 20480 47.7 against 48.7).
-//   Peeled softmax, past 40960 on fewer than 8 rows an SM: 1024 x 41001 51.8 -> 50.3, 1024 x 50257
+// take); peeled float32 rows never. H200 (rows_ab.py, h200_study/session76.txt, sections 2-10),
+// us, block -> cluster_row, bfloat16 but where named:
+//   ReduceScale from 12288 values on fewer than 24 rows an SM: 1024 x 12288 17.9 -> 17.1, 2048 x
+//     16384 38.3 -> 37.1, 2048 x 24576 54.8 -> 51.4, 2048 x 26000 58.9 -> 55.2, 1024 x 32776 41.7
+//     -> 38.1, 2048 x 40960 85.6 -> 83.9, 3072 x 24576 78.3 -> 74.9, peeled 1024 x 33001 40.4 ->
+//     38.3; 4096 rows even (32776 133.8 against 133.3, 40960 163.3 against 164.1). Float32 on fewer
+//     than 8: 1024 x 12288 31.7 -> 28.7, 1024 x 13000 33.4 -> 32.1, 1024 x 32768 71.8 -> 68.2
+//     (512 x 20000 26.1 against 26.4, the one loss).
+//   Softmax from 24576 values on fewer than 8 rows an SM: 1024 x 24576 32.9 -> 30.6, 1024 x 36864
+//     48.3 -> 42.4, 1024 x 26000 35.0 -> 34.7, 1024 x 39000 50.1 -> 47.5; on fewer than 16 where
+//     the shares are whole: 2048 x 24576 54.7 -> 52.5, 2048 x 40960 90.2 -> 85.0, 2111 x 36864
+//     84.9 -> 78.4, where not mixed (2048 x 26000 58.3 against 60.1, 2048 x 34816 78.7 -> 75.0);
+//     from 3072 rows mixed (3072 x 28672 89.2 against 90.8, 3072 x 40960 129.4 -> 125.7), and
+//     shorter rows too (2048 x 20480 47.7 against 48.7). Float32 from 12288, fewer than 8 an SM,
+//     whole shares: 1024 x 12288 31.6 -> 28.7, 1024 x 24576 55.5 -> 51.3, 1024 x 32768 72.0 ->
+//     68.1; not whole the block won (1024 x 13000 33.3 against 35.7, 1024 x 20000 46.5 against 49.8).
+//   Peeled softmax past 40960 on fewer than 8 rows an SM: 1024 x 41001 51.8 -> 50.3, 1024 x 50257
 //     61.2 -> 57.4, 1024 x 55001 65.3 -> 60.8, 1024 x 65537 83.6 -> 71.0; 2048 x 65537 154.1 ->
 //     136.0, 4096 x 65537 294.3 -> 263.8 (1024 threads). On 2048 rows mixed (41001 89.9 against
-//     93.3, 60001 128.4 against 130.6, 50257 110.9 against 108.2), 4096 rows the block by up to 7%.
-// (Before session 76: every 16-bit row past 40960 but peeled softmax, session 48's rule.)
+//     93.3, 60001 128.4 against 130.6, 50257 110.9 against 108.2), 4096 rows the block by up to 7%;
+//     float32 2048 x 20001 84.2 against 98.2.
+constexpr int kFewRowsPerSM = 8;
+constexpr int kWholeSoftmaxFewRowsPerSM = 16;
 constexpr int kReduceScaleFewRowsPerSM = 24;
-constexpr int kSoftmaxFewRowsPerSM = 16;
-constexpr int kPeeledSoftmaxFewRowsPerSM = 8;
 
-template <typename Acc, typename Policy, bool kPeeled>
-bool cluster_row_before_block(const RowGeometry& g, int64_t packs) {
+// Whether cluster_row's plan for the aligned rows of g gives every block a whole share.
+template <typename In, typename Out, typename Acc, typename Policy, int kVec>
+bool cluster_row_shares_whole(const RowGeometry& g, cudaStream_t stream) {
+  const ClusterRowPlan plan = cluster_row_choice<In, Out, Acc, Policy, kVec, false>(g, stream);
+  return plan.blocks > 0 && int64_t{plan.blocks} * plan.threads * (kClusterRowValues / kVec) == g.cols / kVec;
+}
+
+template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
+bool cluster_row_before_block(const RowGeometry& g, int64_t packs, cudaStream_t stream) {
   const int64_t sms = sm_count();
-  if constexpr (!Policy::kNeedsSum) {
+  const bool few = g.rows < kFewRowsPerSM * sms;
+  if constexpr (sizeof(In) == 4) {
+    if (kPeeled || g.cols < 12288 || !few) return false;
+    return !Policy::kNeedsSum || cluster_row_shares_whole<In, Out, Acc, Policy, kVec>(g, stream);
+  } else if constexpr (!Policy::kNeedsSum) {
     return g.cols > 40960 || (g.cols >= 12288 && g.rows < kReduceScaleFewRowsPerSM * sms);
   } else if constexpr (kPeeled) {
-    return g.cols > 40960 && (g.rows < kPeeledSoftmaxFewRowsPerSM * sms ||
-                              warps_of_threads(packs, kMaxRegPacks<Acc>) >= kMaxRegThreads);
+    return g.cols > 40960 && (few || warps_of_threads(packs, kMaxRegPacks<Acc>) >= kMaxRegThreads);
   } else {
-    return g.cols > 40960 || (g.cols >= 24576 && g.rows < kSoftmaxFewRowsPerSM * sms);
+    if (g.cols > 40960) return true;
+    if (g.cols < 24576) return false;
+    return few || (g.rows < kWholeSoftmaxFewRowsPerSM * sms && cluster_row_shares_whole<In, Out, Acc, Policy, kVec>(g, stream));
   }
 }
 
@@ -1136,10 +1156,12 @@ void launch_vec(const In* x, Out* y, const RowGeometry& g, const Policy& policy,
   // leads (float32 94 vs 91 at 2048 x 50257, bfloat16 93 vs 89). Since session 72 (softmax's
   // cluster_row count), float32's smem gives way to cluster_row where that holds as many rows on an
   // SM (cluster_row_holds_as_many_rows_as_smem: rows of up to about 45000).
-  // Since session 76 shorter 16-bit rows too where they are few, and peeled softmax rows past 40960
+  // Since session 76 shorter rows too, float32 as well, where they are few (softmax: where
+  // cluster_row's shares are whole but on the fewest), and peeled 16-bit softmax rows past 40960
   // where they are few (cluster_row_before_block).
   const bool softmax_peeled = kPeeled && Policy::kNeedsSum;
-  const bool cluster_row_first = !widening && sizeof(In) < 4 && cluster_row_before_block<Acc, Policy, kPeeled>(g, packs);
+  const bool cluster_row_first =
+      !widening && sizeof(In) <= 4 && cluster_row_before_block<In, Out, Acc, Policy, kVec, kPeeled>(g, packs, stream);
   const ForcedStrategy forced;
   if (forced.is("warp") && warp_fits) {
     launch_warp<In, Out, Acc, Policy, kVec, kPeeled>(x, y, g, policy, stream);
