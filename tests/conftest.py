@@ -804,6 +804,18 @@ def cuda_kernels_run(fn):
     return [e.key for e in prof.key_averages()]
 
 
+def rows_per_sm(per_sm, few):
+    """`per_sm` rows for each SM of the GPU, less one where `few` (just under a per-SM bound)."""
+    return per_sm * torch.cuda.get_device_properties(0).multi_processor_count - (1 if few else 0)
+
+
+def assert_launches_on_sm90(fn, kernel):
+    """fn() launches `kernel`, checked on sm_90, where the dispatcher's bounds were measured."""
+    if torch.cuda.get_device_capability() == (9, 0):
+        names = cuda_kernels_run(fn)
+        assert any(kernel in n for n in names), names
+
+
 def cuda_launch_dims(fn, kernel):
     """(grid, block) of each launch fn() makes of a kernel whose name holds `kernel`, in order
     (torch.profiler's trace: each kernel event's "grid" and "block", 3 ints each)."""

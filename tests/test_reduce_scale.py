@@ -24,6 +24,7 @@ from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     WARP_HELD_CASES,
     assert_half_packs_launch,
+    assert_launches_on_sm90,
     assert_short_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
@@ -47,6 +48,7 @@ from conftest import (  # noqa: E402
     peeled_row_cases,
     requires_cuda,
     row_count,
+    rows_per_sm,
     small_block_cases,
     small_block_rows_input,
     strided_tensors,
@@ -589,11 +591,8 @@ def test_reduce_scale_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols
 def test_reduce_scale_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few, kernel):
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = peeled_edge_rows(make_input((per_sm * sms - (1 if few else 0), cols), dtype, "cuda"), 1000.0)
-    if torch.cuda.get_device_capability() == (9, 0):
-        names = cuda_kernels_run(lambda: reduce_ops.reduce_scale(x))
-        assert any(kernel in n for n in names), names
+    x = peeled_edge_rows(make_input((rows_per_sm(per_sm, few), cols), dtype, "cuda"), 1000.0)
+    assert_launches_on_sm90(lambda: reduce_ops.reduce_scale(x), kernel)
     check_reduce_scale(x, eps=1e-3)
     check_reduce_scale_(x.clone(), eps=1e-3)
 

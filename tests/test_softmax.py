@@ -24,6 +24,7 @@ from conftest import (  # noqa: E402
     SMEM_48_KB_CASES,
     WARP_HELD_CASES,
     assert_half_packs_launch,
+    assert_launches_on_sm90,
     assert_short_rows_launch,
     clear_row_knobs,
     cuda_kernels_run,
@@ -45,6 +46,7 @@ from conftest import (  # noqa: E402
     peeled_next_row_cases,
     peeled_row_cases,
     row_count,
+    rows_per_sm,
     row_norm_warp_packs,
     small_block_cases,
     small_block_rows_input,
@@ -801,9 +803,7 @@ def test_softmax_cluster_row_aligned_rows_hold_floats_up_to_43008(monkeypatch, c
 # cluster_row_before_block), else a block: 16-bit rows from 24576 values under 8 rows an SM, or
 # under 16 where cluster_row's shares are whole (32768: 4 blocks of 128 threads x 8 packs; 34816's
 # are not); float32 rows from 12288 under 8 where the shares are whole (16384: 2 of 128 x 16;
-# 20000's are not); shorter rows a block. Peeled 16-bit rows past 40960: cluster_row where they
-# are fewer than 8 an SM or the block would take 1024 threads (8161-8192 packs: 65537), else a
-# block. On sm_90 the kernel the call launches.
+# 20000's are not); shorter rows a block. On sm_90 the kernel the call launches.
 @requires_cuda
 @pytest.mark.parametrize("dtype,cols,per_sm,few,kernel", [
     (torch.bfloat16, 32768, 16, True, "row_norm_cluster_row_kernel"),
@@ -818,17 +818,14 @@ def test_softmax_cluster_row_aligned_rows_hold_floats_up_to_43008(monkeypatch, c
 def test_softmax_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few, kernel):
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = per_sm * sms - (1 if few else 0)
-    x = special_rows(make_input((rows, cols), dtype, "cuda"))
-    if torch.cuda.get_device_capability() == (9, 0):
-        names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
-        assert any(kernel in n for n in names), names
+    x = special_rows(make_input((rows_per_sm(per_sm, few), cols), dtype, "cuda"))
+    assert_launches_on_sm90(lambda: reduce_ops.softmax(x, -1), kernel)
     check_softmax(x, -1)
 
+
 # Peeled 16-bit softmax rows past 40960 values: cluster_row where they are fewer than 8 an SM or
-# the block would take 1024 threads (8161-8192 packs: 65537), else a block (launch_vec's
-# block_few_rows). On sm_90 the kernel the call launches.
+# the block would take 1024 threads (8161-8192 packs: 65537), else a block (softmax_launch.h's
+# cluster_row_before_block). On sm_90 the kernel the call launches.
 @requires_cuda
 @pytest.mark.parametrize("cols,few,kernel", [(50257, True, "row_norm_cluster_row_kernel"),
                                              (50257, False, "row_norm_regs_kernel"),
@@ -836,12 +833,8 @@ def test_softmax_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few
 def test_softmax_peeled_16_bit_rows_past_40960(monkeypatch, cols, few, kernel):
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = 8 * sms - 1 if few else 8 * sms
-    x = peeled_edge_rows(special_rows(make_input((rows, cols), torch.float16, "cuda")), 30.0)
-    if torch.cuda.get_device_capability() == (9, 0):
-        names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))
-        assert any(kernel in n for n in names), names
+    x = peeled_edge_rows(special_rows(make_input((rows_per_sm(8, few), cols), torch.float16, "cuda")), 30.0)
+    assert_launches_on_sm90(lambda: reduce_ops.softmax(x, -1), kernel)
     check_softmax(x, -1)
 
 

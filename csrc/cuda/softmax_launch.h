@@ -1089,7 +1089,8 @@ bool cluster_row_before_block(const RowGeometry& g, int64_t packs, cudaStream_t 
   } else {
     if (g.cols > 40960) return true;
     if (g.cols < 24576) return false;
-    return few || (g.rows < kWholeSoftmaxFewRowsPerSM * sms && cluster_row_shares_whole<In, Out, Acc, Policy, kVec>(g, stream));
+    return few || (g.rows < kWholeSoftmaxFewRowsPerSM * sms &&
+                   cluster_row_shares_whole<In, Out, Acc, Policy, kVec>(g, stream));
   }
 }
 
