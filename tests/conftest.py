@@ -565,7 +565,7 @@ def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
                 "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP", "REDUCE_OPS_PAIR_ROWS",
                 "REDUCE_OPS_PACKED_ROWS", "REDUCE_OPS_BLOCK_WAVES", "REDUCE_OPS_CLUSTER_ROW_HELD",
-                "REDUCE_OPS_WARP_HELD"):
+                "REDUCE_OPS_WARP_HELD", "REDUCE_OPS_CLUSTER"):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -590,7 +590,6 @@ def test_reduce_scale_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols
     (torch.float32, 16385, 8, True, "row_norm_regs_kernel")], ids=str)
 def test_reduce_scale_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few, kernel):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = peeled_edge_rows(make_input((rows_per_sm(per_sm, few), cols), dtype, "cuda"), 1000.0)
     assert_launches_on_sm90(lambda: reduce_ops.reduce_scale(x), kernel)
     check_reduce_scale(x, eps=1e-3)
@@ -746,7 +745,6 @@ def test_reduce_scale_small_block_rows_loop(monkeypatch, waves, cols):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
 def test_reduce_scale_cluster_row_on_the_fewest_blocks(monkeypatch, dtype, cols, blocks, threads):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = special_rows(make_input((6, cols), dtype, "cuda"), dtype)
     if torch.cuda.get_device_capability() == (9, 0):
         dims = cuda_launch_dims(lambda: reduce_ops.reduce_scale(x), "row_norm_cluster_row_kernel")

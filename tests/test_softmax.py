@@ -716,7 +716,6 @@ SOFTMAX_CLUSTER_ROW_BLOCKS = [(40968, 7, 96, 3), (65536, 8, 128, 4), (100000, 13
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=dtype_id)
 def test_softmax_cluster_row_blocks_a_row(monkeypatch, dtype, cols, blocks, threads, fewest):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = special_rows(make_input((4, cols), dtype, "cuda"))
     if torch.cuda.get_device_capability() == (9, 0):
         dims = cuda_launch_dims(lambda: reduce_ops.softmax(x, -1), "row_norm_cluster_row_kernel")
@@ -777,7 +776,6 @@ def test_softmax_cluster_row_16_bit_held_values(monkeypatch, dtype, held, shape)
 @pytest.mark.parametrize("rows,raw", [(4, False), (48, True)])
 def test_softmax_cluster_row_holds_raw_words_past_one_wave(monkeypatch, rows, raw):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = special_rows(make_input((rows, 151936), torch.bfloat16, "cuda"))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if torch.cuda.get_device_capability() == (9, 0) and sms <= 132:
@@ -792,7 +790,6 @@ def test_softmax_cluster_row_holds_raw_words_past_one_wave(monkeypatch, rows, ra
 @pytest.mark.parametrize("cols,raw", [(40968, False), (43008, False), (43016, True), (44032, True)])
 def test_softmax_cluster_row_aligned_rows_hold_floats_up_to_43008(monkeypatch, cols, raw):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = special_rows(make_input((512, cols), torch.bfloat16, "cuda"))
     if torch.cuda.get_device_capability() == (9, 0):
         assert held_raw_launches(lambda: reduce_ops.softmax(x, -1), "row_norm_cluster_row_kernel") == [raw]
@@ -817,7 +814,6 @@ def test_softmax_cluster_row_aligned_rows_hold_floats_up_to_43008(monkeypatch, c
     (torch.float32, 8192, 8, True, "row_norm_regs_kernel")], ids=str)
 def test_softmax_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few, kernel):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = special_rows(make_input((rows_per_sm(per_sm, few), cols), dtype, "cuda"))
     assert_launches_on_sm90(lambda: reduce_ops.softmax(x, -1), kernel)
     check_softmax(x, -1)
@@ -832,7 +828,6 @@ def test_softmax_few_rows_take_cluster_row(monkeypatch, dtype, cols, per_sm, few
                                              (65537, False, "row_norm_cluster_row_kernel")])
 def test_softmax_peeled_16_bit_rows_past_40960(monkeypatch, cols, few, kernel):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = peeled_edge_rows(special_rows(make_input((rows_per_sm(8, few), cols), torch.float16, "cuda")), 30.0)
     assert_launches_on_sm90(lambda: reduce_ops.softmax(x, -1), kernel)
     check_softmax(x, -1)
@@ -848,7 +843,6 @@ def test_softmax_peeled_16_bit_rows_past_40960(monkeypatch, cols, few, kernel):
                                          (50257, "row_norm_smem_peeled_kernel")])
 def test_softmax_float32_peeled_rows_past_a_block(monkeypatch, cols, kernel):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_CLUSTER", raising=False)
     x = peeled_edge_rows(special_rows(make_input((80, cols), torch.float32, "cuda")), 30.0)
     if torch.cuda.get_device_capability() == (9, 0):
         names = cuda_kernels_run(lambda: reduce_ops.softmax(x, -1))

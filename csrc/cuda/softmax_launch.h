@@ -810,13 +810,19 @@ int64_t softmax_cluster_row_blocks(int64_t packs, int64_t fewest, int per_thread
   return best;
 }
 
+// Whether `blocks` blocks of `threads` threads, kClusterRowValues values a thread, hold aligned rows
+// of `packs` packs with no pack to spare: every block's share whole.
+template <int kVec>
+bool cluster_row_whole(int64_t packs, int64_t blocks, int threads) {
+  return blocks * threads * (kClusterRowValues / kVec) == packs;
+}
+
 // cluster_row's kernel for `blocks` blocks of `threads` threads on rows of `packs` packs: rows that
 // fill every thread's packs (power-of-two columns) take the kernel without a guard per pack.
 // kHeldRaw: the kernel that holds 16-bit softmax rows as raw words (cluster_row_choice).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled, bool kHeldRaw = false>
 auto cluster_row_kernel(int64_t packs, int64_t blocks, int threads) {
-  constexpr int kPacks = kClusterRowValues / kVec;
-  const bool whole = !kPeeled && blocks * threads * kPacks == packs;
+  const bool whole = !kPeeled && cluster_row_whole<kVec>(packs, blocks, threads);
   return whole ? row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, !kPeeled, kPeeled, kHeldRaw>
                : row_norm_cluster_row_kernel<In, Out, Acc, Policy, kVec, false, kPeeled, kHeldRaw>;
 }
@@ -1072,7 +1078,7 @@ constexpr int kReduceScaleFewRowsPerSM = 24;
 template <typename In, typename Out, typename Acc, typename Policy, int kVec>
 bool cluster_row_shares_whole(const RowGeometry& g, cudaStream_t stream) {
   const ClusterRowPlan plan = cluster_row_choice<In, Out, Acc, Policy, kVec, false>(g, stream);
-  return plan.blocks > 0 && int64_t{plan.blocks} * plan.threads * (kClusterRowValues / kVec) == g.cols / kVec;
+  return plan.blocks > 0 && cluster_row_whole<kVec>(g.cols / kVec, plan.blocks, plan.threads);
 }
 
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
