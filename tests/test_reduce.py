@@ -13,8 +13,8 @@ import torch
 import reduce_ops
 from conftest import (
     DTYPES, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference,
-    assert_exactly_equal, assert_like_torch_result, assert_same_bits, dtype_id,
-    expected_exception, make_input, message_names_dtype, reference_sum, requires_cuda,
+    assert_exactly_equal, assert_like_torch_result, assert_same_bits, cuda_kernels_run, dtype_id,
+    expected_exception, launches_of, make_input, message_names_dtype, reference_sum, requires_cuda,
 )
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -741,7 +741,8 @@ def force_column_path(monkeypatch, mode):
 # the one-element kernel's 32-lane tiles. Packed row groups (launch_cols_packed: the same view in
 # one column tile, a block as wide as a group's packs, each block folding its columns' group
 # values in shared memory before its partial goes out, a second launch folding the partials, a
-# block (or a warp) a 16-byte word of columns; "packed": wherever it applies, up to 1024 packs,
+# block (or a warp) a 16-byte word of columns; "packed": wherever it applies, up to 544-1024 packs
+# (the kernel's registers),
 # groups dividing the rows, x on 16 bytes; "packed8": 8 blocks an SM, more segments to fold).
 # Odd and even column
 # counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an outer index > 1; 5000 of them:
@@ -804,6 +805,26 @@ def test_unaligned_columns_large_automatic(monkeypatch, mode, dtype, shape):
     x = make_input(shape, dtype, "cuda")
     check_sum(x, 0)
     check_sum(x, 0, dtype=torch.float32)
+    check_amax(x, 0)
+    assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
+
+
+# The packed kernel's block (reduce.cu's launch_cols_packed) is the fewest rows of threads that
+# make 128 threads: 64 rows at 3 packs a row group (3 float32 columns, 6 in 16 bits; rows of
+# threads past 8 fold as a tree, column_fold.cuh's fold_thread_rows), 16 at 13 packs, 2 at 77 and
+# 1 at 197, each loading 16 rows of packs a round. Every shape here is past the automatic rule's
+# 3.5 MB in every dtype, so the one reduce_cols_kernel launch must be the packed one (its last
+# template argument the round), and match the reference.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
+@pytest.mark.parametrize("shape", [(1048576, 3), (1048576, 6), (262144, 13), (49152, 77), (24576, 197)], ids=str)
+def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
+    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_ROW_GROUPS", "REDUCE_OPS_COLS_BLOCKS_PER_SM"):
+        monkeypatch.delenv(name, raising=False)
+    x = make_input(shape, dtype, "cuda")
+    rounds = [a[-1] for a in launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, 0)), "reduce_cols_kernel")]
+    assert rounds == ["16"], rounds
+    check_sum(x, 0)
     check_amax(x, 0)
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
 

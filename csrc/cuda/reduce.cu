@@ -634,10 +634,10 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // Columns that are not whole 16-byte packs, read as packs ("packed"): `groups` = kVec / gcd(cols,
 // kVec) dense rows are whole packs, so reduce_cols_kernel<kVec, kPackedRound> reduces the
 // (reduced / groups, groups * cols) view as launch_cols_row_groups' first launch does, but in one
-// column tile: a block as wide as a row group's packs (up to 1024 threads, and the kernel's
-// registers), up to kPackedRows rows of threads each loading kPackedRound rows of packs at once,
-// the reduced dim split in segments of such rounds over up to kPackedBlocksPerSM blocks an SM
-// (fewer where fewer fit). Each block folds its columns' `groups` values in shared memory before
+// column tile: a block as wide as a row group's packs (up to 1024 threads, fewer where the
+// kernel's registers say so: 544 for a compensated bfloat16 sum into float32), the fewest rows of threads (a power of two) that make at least
+// kPackedMinThreads threads, each loading kPackedRound rows of packs at once, the reduced dim split
+// in segments of such rounds over up to kPackedBlocksPerSM blocks an SM (fewer where fewer fit). Each block folds its columns' `groups` values in shared memory before
 // its partial goes out, and a second launch folds the segments' partials, a block or a warp a
 // 16-byte word of columns (launch_fold_partial_words, a programmatic dependent of the first): no finished
 // partials, so a compensated sum stays compensated to the end. Needs x on 16 bytes, dense rows,
@@ -661,8 +661,23 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // 12288 x 197 7.49 -> 5.98. Under 3.5 MB the row groups' two launches stay ahead in CUDA graphs
 // (bfloat16 16384 x 77, 2.5 MB: 4.05 against 4.79 us a call). REDUCE_OPS_COLS_PACKED=on takes it
 // wherever it applies, =off never.
-constexpr int kPackedRound = 2 * kColsRound;
-constexpr int kPackedRows = 8;
+// The block's shape (h200_study/session77.txt, calls 2-4): until session 77 up to 8 rows of
+// threads loading 8 rows of packs each (616 threads at 77 float32 columns, 788 at 197, 24 at 3);
+// now the fewest rows of threads that make 128 threads (2 rows at 77 columns, 1 at 197, 64 at 3),
+// each loading 16 rows of packs (80-120 registers, no spills). Half the threads keep the same
+// bytes in flight, and blocks with fewer rows of threads fold them sooner. H200, 20 calls back to
+// back in a CUDA graph, us a call, before -> after (torch.compile): float32 sums 65536 x 77 10.00
+// -> 9.66 (9.05), 32768 x 197 11.26 -> 10.49 (10.26), 16384 x 77 6.29 -> 5.91 (5.04), 8192 x 197
+// 6.79 -> 6.10 (5.28), 131072 x 197 28.99 -> 28.13, 1048576 x 3 12.29 -> 7.91 (12.12), 16384 x
+// 255 9.25 -> 8.56 (7.89); bfloat16 sums 65536 x 77 7.52 -> 6.95 (7.27), 32768 x 197 8.36 -> 7.50
+// (7.73), 2097152 x 77 77.13 -> 75.99; bfloat16 amax 1048576 x 6 12.33 -> 7.99; all 24 cases
+// faster. 64 or 256 threads, and 2 rows of threads at any width, lost some; 8 rows of packs with
+// 128 threads was within 2% either way but for the largest (131072 x 197 28.83, 2097152 x 77
+// 77.47). Eager single calls after an L2 flush (bench.py's timer) move less and both ways: 15 of
+// 24 faster, by up to 5.1 us (1048576 x 6), 8 slower by 0.2-1.0 us (bfloat16 amax 32768 x 197
+// 11.01 -> 11.97, 131072 x 50 10.72 -> 11.33), their rounds moving by up to 1.1 us between runs.
+constexpr int kPackedRound = 4 * kColsRound;
+constexpr int kPackedMinThreads = 128;
 constexpr int64_t kPackedBlocksPerSM = 4;
 
 template <typename In, typename Out, typename R>
@@ -685,7 +700,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
   if (packs > max_threads) return false;
   ColsLaunch l{static_cast<int>(packs), 1};
-  while (l.by < kPackedRows && l.bx * l.by * 2 <= max_threads) l.by *= 2;
+  while (l.bx * l.by < kPackedMinThreads && l.bx * l.by * 2 <= max_threads) l.by *= 2;
   const int64_t rows = g.reduced / groups, cols = g.inner * groups;
   ColsArgs a{g.outer, rows, cols, g.outer_stride, cols, 1, 1, rows, 1, 1, 1};
   a.group_cols = g.inner;
