@@ -789,7 +789,7 @@ def test_unaligned_columns_of_a_slice(monkeypatch, mode, dtype):
     assert_same_bits(reduce_ops.sum(x, 1), reduce_ops.sum(x, 1))
 
 
-# The automatic rule past the sizes above: packed row groups for 2- and 4-byte inputs past 3.5 MB
+# The automatic rule past the sizes above: packed row groups for 2- and 4-byte inputs from 3 MB
 # (groups of at most 256 packs: 77 columns; 49152 x 77 is 7.6 MB in 16 bits, 131072 x 77 20 MB),
 # row groups (two launches) for wider 16-bit groups from 48 MiB (1002 columns: 501 packs; in
 # float32 the one-element kernel); "off" turns both off (the one-element kernel), for the same
@@ -813,7 +813,7 @@ def test_unaligned_columns_large_automatic(monkeypatch, mode, dtype, shape):
 # make 128 threads: 64 rows at 3 packs a row group (3 float32 columns, 6 in 16 bits; rows of
 # threads past 8 fold as a tree, column_fold.cuh's fold_thread_rows), 16 at 13 packs, 2 at 77 and
 # 1 at 197, each loading 16 rows of packs a round. Every shape here is past the automatic rule's
-# 3.5 MB in every dtype, so the one reduce_cols_kernel launch must be the packed one (its last
+# 3 MB in every dtype, so the one reduce_cols_kernel launch must be the packed one (its last
 # template argument the round), and match the reference.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
@@ -827,6 +827,31 @@ def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
     check_sum(x, 0)
     check_amax(x, 0)
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
+
+
+# The packed kernel's automatic bound, 3 MiB of input (reduce.cu's kPackedMinBytes): 77 columns
+# of 4 or 8 rows a group (float32, 16-bit) on either side of it by one group; below it the row
+# groups' two launches (the vectorized column kernels, then fold_row_groups_kernel) take them.
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
+@pytest.mark.parametrize("above", [False, True])
+def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
+    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_ROW_GROUPS", "REDUCE_OPS_COLS_BLOCKS_PER_SM"):
+        monkeypatch.delenv(name, raising=False)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    groups = 16 // itemsize
+    row_bytes = 77 * itemsize * groups
+    rows = ((3 << 20) // row_bytes + (1 if above else 0)) * groups
+    assert (rows * 77 * itemsize >= 3 << 20) == above
+    x = make_input((rows, 77), dtype, "cuda")
+    names = cuda_kernels_run(lambda: reduce_ops.sum(x, 0))
+    rounds = [a[-1] for a in launches_of(names, "reduce_cols_kernel")]
+    if above:
+        assert rounds == ["16"], names
+    else:
+        assert "16" not in rounds and launches_of(names, "fold_row_groups_kernel"), names
+    check_sum(x, 0)
+    check_amax(x, 0)
 
 
 # ---- compensated CUDA sums -------------------------------------------------------------------

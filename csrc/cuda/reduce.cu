@@ -642,7 +642,7 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // 16-byte word of columns (launch_fold_partial_words, a programmatic dependent of the first): no finished
 // partials, so a compensated sum stays compensated to the end. Needs x on 16 bytes, dense rows,
 // outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
-// types past the row groups' small sizes (3.5 MB; 6 MB and 192 MB until the second launch) and
+// types from kPackedMinBytes (3 MB since session 77; past 3.5 MB, 6 MB and 192 MB before) and
 // float64 from kRowGroupsLargeBytes, within kPackedAutoPacks packs a row group (257-1024 packs
 // leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
 // launches (h200_study/session53_packed_columns.txt, sections 2-3): bfloat16 sums 131072 x 77
@@ -658,7 +658,7 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // back to back in a CUDA graph 8.70 -> 8.39), 32768 x 197 13.39 -> 11.17, 131072 x 77 15.63 ->
 // 15.09, 262144 x 77 26.45 -> 23.62, 131072 x 197 30.46 -> 28.40; float32 amaxes 0.6-2.3 us
 // faster in all 9; bfloat16 sums 24576 x 77 (3.8 MB) 7.18 -> 5.63, 32768 x 77 7.30 -> 5.90,
-// 12288 x 197 7.49 -> 5.98. Under 3.5 MB the row groups' two launches stay ahead in CUDA graphs
+// 12288 x 197 7.49 -> 5.98. Under 3.5 MB the row groups' two launches stayed ahead in CUDA graphs
 // (bfloat16 16384 x 77, 2.5 MB: 4.05 against 4.79 us a call). REDUCE_OPS_COLS_PACKED=on takes it
 // wherever it applies, =off never.
 // The block's shape (h200_study/session77.txt, calls 2-4): until session 77 up to 8 rows of
@@ -676,6 +676,16 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // 77.47). Eager single calls after an L2 flush (bench.py's timer) move less and both ways: 15 of
 // 24 faster, by up to 5.1 us (1048576 x 6), 8 slower by 0.2-1.0 us (bfloat16 amax 32768 x 197
 // 11.01 -> 11.97, 131072 x 50 10.72 -> 11.33), their rounds moving by up to 1.1 us between runs.
+// With that block the packed kernel beats the row groups' two launches (and their full-width and
+// one-element kernels) from 3 MB (session77.txt, calls 6-7), us, CUDA graph (eager), row groups ->
+// packed: float32 sums 11264 x 77 (3.5 MB) 7.35 -> 5.32 (12.16 -> 8.10), 4096 x 197 (3.2 MB) 5.73
+// -> 5.34 (9.70 -> 9.15), 65536 x 13 7.52 -> 5.51; bfloat16 sums 22528 x 77 6.93 -> 5.52 (11.62 ->
+// 8.48), 8192 x 197 5.56 -> 5.37; float16 amax 8192 x 197 5.56 -> 5.18; the float32 amax of 4096 x
+// 197 lost in the graph (5.34 -> 6.00; eager 9.86 -> 8.93). From 2 to 3 MB it won eager launches
+// but lost in graphs more often than not (bfloat16 sums 13624 x 77 and 16384 x 77 4.83 -> 5.20 and
+// 5.06 -> 5.28, float32 2800 x 197 5.33 -> 5.69, amax 8192 x 77 4.91 -> 5.95), and under 2 MB
+// (call 6) mostly both, but on narrow groups (float32 16384 x 13, 0.9 MB: 6.62 -> 5.02).
+constexpr int64_t kPackedMinBytes = int64_t{3} << 20;
 constexpr int kPackedRound = 4 * kColsRound;
 constexpr int kPackedMinThreads = 128;
 constexpr int64_t kPackedBlocksPerSM = 4;
@@ -690,7 +700,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (groups == 1 || packs > 1024) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool faster =
-      packs <= kPackedAutoPacks && (sizeof(In) <= 4 ? bytes > kRowGroupsSmallMaxBytes : bytes >= kRowGroupsLargeBytes);
+      packs <= kPackedAutoPacks && (sizeof(In) <= 4 ? bytes >= kPackedMinBytes : bytes >= kRowGroupsLargeBytes);
   // One getenv, as launch_cols_row_groups.
   if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
     return false;
