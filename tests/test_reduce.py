@@ -729,6 +729,12 @@ def force_column_path(monkeypatch, mode):
         monkeypatch.setenv(name, value)
 
 
+def clear_column_knobs(monkeypatch):
+    """The automatic unaligned-column rule: no knob of UNALIGNED_COLUMN_MODES set."""
+    for name in {name for mode in UNALIGNED_COLUMN_MODES.values() for name in mode}:
+        monkeypatch.delenv(name, raising=False)
+
+
 # Columns that are not whole 16-byte packs (CUDA). Row groups (reduce.cu's
 # launch_cols_row_groups): groups of kVec / gcd(cols, kVec) rows (kVec = 16 / itemsize) make whole
 # packs, the vectorized kernels reduce the (rows / groups, groups * cols) view, and a second
@@ -819,8 +825,7 @@ def test_unaligned_columns_large_automatic(monkeypatch, mode, dtype, shape):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
 @pytest.mark.parametrize("shape", [(1048576, 3), (1048576, 6), (262144, 13), (49152, 77), (24576, 197)], ids=str)
 def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
-    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_ROW_GROUPS", "REDUCE_OPS_COLS_BLOCKS_PER_SM"):
-        monkeypatch.delenv(name, raising=False)
+    clear_column_knobs(monkeypatch)
     x = make_input(shape, dtype, "cuda")
     rounds = [a[-1] for a in launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, 0)), "reduce_cols_kernel")]
     assert rounds == ["16"], rounds
@@ -836,8 +841,7 @@ def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
 @pytest.mark.parametrize("above", [False, True])
 def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
-    for name in ("REDUCE_OPS_COLS_PACKED", "REDUCE_OPS_COLS_ROW_GROUPS", "REDUCE_OPS_COLS_BLOCKS_PER_SM"):
-        monkeypatch.delenv(name, raising=False)
+    clear_column_knobs(monkeypatch)
     itemsize = torch.empty((), dtype=dtype).element_size()
     groups = 16 // itemsize
     row_bytes = 77 * itemsize * groups

@@ -635,12 +635,14 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // kVec) dense rows are whole packs, so reduce_cols_kernel<kVec, kPackedRound> reduces the
 // (reduced / groups, groups * cols) view as launch_cols_row_groups' first launch does, but in one
 // column tile: a block as wide as a row group's packs (up to 1024 threads, fewer where the
-// kernel's registers say so: 544 for a compensated bfloat16 sum into float32), the fewest rows of threads (a power of two) that make at least
-// kPackedMinThreads threads, each loading kPackedRound rows of packs at once, the reduced dim split
-// in segments of such rounds over up to kPackedBlocksPerSM blocks an SM (fewer where fewer fit). Each block folds its columns' `groups` values in shared memory before
-// its partial goes out, and a second launch folds the segments' partials, a block or a warp a
-// 16-byte word of columns (launch_fold_partial_words, a programmatic dependent of the first): no finished
-// partials, so a compensated sum stays compensated to the end. Needs x on 16 bytes, dense rows,
+// kernel's registers say so: 544 for a compensated bfloat16 sum into float32), the fewest rows of
+// threads (a power of two) that make at least kPackedMinThreads threads, each loading
+// kPackedRound rows of packs at once, the reduced dim split in segments of such rounds over up to
+// kPackedBlocksPerSM blocks an SM (fewer where fewer fit). Each block folds its columns' `groups`
+// values in shared memory before its partial goes out, and a second launch folds the segments'
+// partials, a block or a warp a 16-byte word of columns (launch_fold_partial_words, a
+// programmatic dependent of the first): no finished partials, so a compensated sum stays
+// compensated to the end. Needs x on 16 bytes, dense rows,
 // outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
 // types from kPackedMinBytes (3 MB since session 77; past 3.5 MB, 6 MB and 192 MB before) and
 // float64 from kRowGroupsLargeBytes, within kPackedAutoPacks packs a row group (257-1024 packs
