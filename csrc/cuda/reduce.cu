@@ -637,7 +637,7 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // column tile: a block as wide as a row group's packs (up to 1024 threads, fewer where the
 // kernel's registers say so: 544 for a compensated bfloat16 sum into float32), the fewest rows of
 // threads (a power of two) that make at least kPackedMinThreads threads, each loading
-// kPackedRound rows of packs at once, the reduced dim split in segments of such rounds over up to
+// a round of kPackedRound rows of packs, the reduced dim split in segments of such rounds over up to
 // kPackedBlocksPerSM blocks an SM (fewer where fewer fit). Each block folds its columns' `groups`
 // values in shared memory before its partial goes out, and a second launch folds the segments'
 // partials, a block or a warp a 16-byte word of columns (launch_fold_partial_words, a
@@ -666,8 +666,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // The block's shape (h200_study/session77.txt, calls 2-4): until session 77 up to 8 rows of
 // threads loading 8 rows of packs each (616 threads at 77 float32 columns, 788 at 197, 24 at 3);
 // now the fewest rows of threads that make 128 threads (2 rows at 77 columns, 1 at 197, 64 at 3),
-// each loading 16 rows of packs (80-120 registers, no spills). Half the threads keep the same
-// bytes in flight, and blocks with fewer rows of threads fold them sooner. H200, 20 calls back to
+// each loading a round of 16 rows of packs (40-120 registers, no spills): half the threads for
+// the same bytes a round, and fewer rows of threads to fold. ptxas does not put all 16 loads in
+// flight together everywhere (float32 amax: 4 at a time; session77.txt section 10). H200, 20 calls back to
 // back in a CUDA graph, us a call, before -> after (torch.compile): float32 sums 65536 x 77 10.00
 // -> 9.66 (9.05), 32768 x 197 11.26 -> 10.49 (10.26), 16384 x 77 6.29 -> 5.91 (5.04), 8192 x 197
 // 6.79 -> 6.10 (5.28), 131072 x 197 28.99 -> 28.13, 1048576 x 3 12.29 -> 7.91 (12.12), 16384 x
