@@ -565,7 +565,7 @@ def clear_row_knobs(monkeypatch):
     for var in ("REDUCE_OPS_STRATEGY", "REDUCE_OPS_ROW_TILE", "REDUCE_OPS_HALF_PACKS", "REDUCE_OPS_WARP_ROWS",
                 "REDUCE_OPS_WARP_LANES", "REDUCE_OPS_WARP_PACKS", "REDUCE_OPS_WARP_CAP", "REDUCE_OPS_PAIR_ROWS",
                 "REDUCE_OPS_PACKED_ROWS", "REDUCE_OPS_BLOCK_WAVES", "REDUCE_OPS_CLUSTER_ROW_HELD",
-                "REDUCE_OPS_WARP_HELD", "REDUCE_OPS_CLUSTER"):
+                "REDUCE_OPS_WARP_HELD", "REDUCE_OPS_CLUSTER", "REDUCE_OPS_ELEMENT_ROWS"):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -772,6 +772,36 @@ def warp_rows_input(monkeypatch, held, cols, dtype, big):
         assert [a[6] for a in launches_of(names, "row_norm_rows_kernel")] == expected, names
 
     return x, kernels
+
+
+# Float32 element rows (softmax_launch.h's launch_element_rows: unaligned rows that launch_row_norm
+# does not peel) of 33-256 values go a lane group a row on row_norm_rows_kernel, every slot loaded
+# (a slot past the row's end repeats its last element): 16 lanes a row up to 128 values, 32 past,
+# ceil(cols / lanes) values a lane, 3-8 (row_norm_warp_kernel, looping, under a forced strategy
+# or REDUCE_OPS_ELEMENT_ROWS=off). Each bound's sides (32 and 257 take other kernels) and every
+# count of values a lane; 300 rows end inside the last block (16 or 8 rows a block).
+element_row_cases = pytest.mark.parametrize(
+    "cols", [32, 33, 48, 49, 77, 90, 100, 127, 128, 129, 161, 197, 225, 255, 256, 257], ids=lambda c: f"cols{c}")
+
+
+def element_rows(cols, rows=300):
+    """rows x cols float32 that launch_row_norm takes as element rows: contiguous where the rows are
+    unaligned and too long to peel (68-255 values, not a multiple of 4), else strided by cols + 1
+    (so that a fresh output's rows lie off x's misalignment)."""
+    if 68 <= cols < 256 and cols % 4:
+        return make_input((rows, cols), torch.float32, "cuda")
+    return make_input((rows, cols + 1), torch.float32, "cuda")[:, :cols]
+
+
+def element_rows_launch(fn, cols, taken=True):
+    """Asserts that fn() ran row_norm_rows_kernel once on element rows of `cols`, with
+    launch_element_rows' values a lane and lanes a row, where `taken` and 32 < cols <= 256; else
+    not at all."""
+    names = cuda_kernels_run(fn)
+    launches = [(a[4], a[5], a[6], a[7]) for a in launches_of(names, "row_norm_rows_kernel")]
+    lanes = 16 if cols <= 128 else 32
+    expected = [("1", str(-(-cols // lanes)), str(lanes), "1")] if taken and 32 < cols <= 256 else []
+    assert launches == expected, names
 
 
 # The "tile" kernels (softmax_launch.h's tile_plan: a tile of consecutive rows a block, through shared

@@ -29,6 +29,9 @@ from conftest import (  # noqa: E402
     clear_row_knobs,
     cuda_kernels_run,
     cuda_launch_dims,
+    element_row_cases,
+    element_rows,
+    element_rows_launch,
     force_tile,
     half_pack_cases,
     half_pack_layouts,
@@ -684,6 +687,25 @@ def test_reduce_scale_rows_held_at_once(monkeypatch, held, dtype, cols):
     check_reduce_scale(x[:1])
     check_reduce_scale(half_pack_rows((700, cols), dtype, "row_stride"))
     check_same_bits_without(monkeypatch, "REDUCE_OPS_WARP_ROWS", x, like_layout(x).copy_(x))
+
+
+# Float32 element rows on row_norm_rows_kernel (conftest.element_row_cases): big, NaN, -inf and +inf
+# at the rows' ends (the last element is the one a slot past the end repeats), a zero row, eps, one
+# row, in place (contiguous rows stay element rows in place); the same bits as the looping warp
+# kernel (REDUCE_OPS_ELEMENT_ROWS=off), which a forced "warp" takes too.
+@requires_cuda
+@element_row_cases
+def test_reduce_scale_element_rows(monkeypatch, cols):
+    clear_row_knobs(monkeypatch)
+    x = peeled_edge_rows(element_rows(cols), 1000.0)
+    x[7] = 0.0
+    element_rows_launch(lambda: reduce_ops.reduce_scale(x), cols)
+    check_reduce_scale(x[:1])
+    check_same_bits_without(monkeypatch, "REDUCE_OPS_ELEMENT_ROWS", x, like_layout(x).copy_(x))
+    element_rows_launch(lambda: reduce_ops.reduce_scale(x), cols, taken=False)
+    monkeypatch.delenv("REDUCE_OPS_ELEMENT_ROWS")
+    force_row_strategy(monkeypatch, "warp")
+    element_rows_launch(lambda: reduce_ops.reduce_scale(x), cols, taken=False)
 
 
 # 16-byte-pack rows on the warp kernel's lanes a row and packs a lane (conftest.WARP_PACK_CASES):

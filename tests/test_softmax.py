@@ -29,6 +29,9 @@ from conftest import (  # noqa: E402
     clear_row_knobs,
     cuda_kernels_run,
     cuda_launch_dims,
+    element_row_cases,
+    element_rows,
+    element_rows_launch,
     force_tile,
     half_pack_cases,
     half_pack_layouts,
@@ -650,6 +653,24 @@ def test_softmax_rows_held_at_once(monkeypatch, held, dtype, cols):
     check_softmax(x[:1], -1)
     check_softmax(like_layout(x).copy_(-100.0 * torch.rand(x.shape, device="cuda")), -1)
     check_softmax(half_pack_rows((700, cols), dtype, "row_stride"), -1)
+
+
+# Float32 element rows on row_norm_rows_kernel (conftest.element_row_cases): big, NaN, -inf and +inf
+# at the rows' ends (the last element is the one a slot past the end repeats, which the sum must
+# skip), exps that go subnormal, one row; the looping warp kernel (REDUCE_OPS_ELEMENT_ROWS=off)
+# within the same tolerance.
+@requires_cuda
+@element_row_cases
+def test_softmax_element_rows(monkeypatch, cols):
+    clear_row_knobs(monkeypatch)
+    x = peeled_edge_rows(element_rows(cols), 30.0)
+    element_rows_launch(lambda: reduce_ops.softmax(x, -1), cols)
+    out = check_softmax(x, -1)
+    check_softmax(x[:1], -1)
+    check_softmax(element_rows(cols).copy_(-100.0 * torch.rand(x.shape, device="cuda")), -1)
+    monkeypatch.setenv("REDUCE_OPS_ELEMENT_ROWS", "off")
+    element_rows_launch(lambda: reduce_ops.softmax(x, -1), cols, taken=False)
+    assert_close_to_reference(reduce_ops.softmax(x, -1), out, torch.float32, **softmax_tolerance(torch.float32))
 
 
 # 16-byte-pack rows on the warp kernel's lanes a row and packs a lane (conftest.WARP_PACK_CASES):

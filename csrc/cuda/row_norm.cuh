@@ -7,8 +7,9 @@
 //   row_norm_warp_kernel      kWidth (<= 32) lanes per row, the row in registers
 //                             (kPacks packs of kVec per lane): one read, one write.
 //                             row_norm_rows_kernel: the same, kRows rows a lane group at once
-//                             (16-bit rows of 8-byte packs, rows of 2). row_norm_warp_capped_kernel: the
-//                             same, its registers capped at 64.
+//                             (16-bit rows of 8-byte packs, rows of 2, float32 element rows of
+//                             33-256). row_norm_warp_capped_kernel: the same, its registers
+//                             capped at 64.
 //   row_norm_regs_kernel      kCluster = false ("block"): a block per row, kPacks 16-byte packs
 //                             per thread in registers: one read, one write.
 //                             kCluster = true ("cluster", sm_90+): C blocks of a thread block
@@ -651,19 +652,30 @@ __global__ void __launch_bounds__(kBlock, 4) row_norm_warp_capped_kernel(const I
   row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads>(x, y, g, policy);
 }
 
-// "warp" a lane group kRows rows at once: short rows of whole packs (kVec > 1, not peeled), kWidth
-// lanes a row with kPacks packs a lane, as row_norm_warp_kernel, but each lane group holds kRows
-// rows (the block's rows first + r x kGroups, r < kRows), all their loads in flight before the
-// first fold, and the block takes its kRows x kGroups rows once (no row loop, no next row held
-// ahead). The rows' maxes, sums and shuffles go side by side, so the work a lane does per row
-// besides its values (addresses, shuffles, the finisher) is kRows-fold independent, as in
-// torch.compile's persistent reductions (XBLOCK rows a program). Plain loads (the launchers take it
-// for 8-byte packs and rows of 2, which row_loads_marked never marks). Softmax keeps its exps in registers where
+// "warp" a lane group kRows rows at once: short rows of whole packs (kVec > 1, not peeled) or of
+// float32 elements (kVec == 1, below), kWidth lanes a row with kPacks packs a lane, as
+// row_norm_warp_kernel, but each lane group holds kRows rows (the block's rows first + r x
+// kGroups, r < kRows), all their loads in flight before the first fold, and the block takes its
+// kRows x kGroups rows once (no row loop, no next row held ahead). The rows' maxes, sums and
+// shuffles go side by side, so the work a lane does per row besides its values (addresses,
+// shuffles, the finisher) is kRows-fold independent, as in torch.compile's persistent reductions
+// (XBLOCK rows a program). Plain loads (the launchers take it for 8-byte packs, rows of 2 and
+// element rows, which row_loads_marked never marks). Softmax keeps its exps in registers where
 // they take at most 32 (else takes them again for the write).
+// Float32 element rows (launched with kPacks = ceil(cols / kWidth), so that only a lane's last
+// slot can lie past the row's end) load every slot of a row with no predicate a load: the last
+// slot's address is clamped to the row's last element, a repeat that leaves the row's max and
+// min as they are (softmax's sum and the writes skip it), and a lane group past the last row
+// loads nothing. Predicated a slot, ptxas ran out of predicate registers and issued loads after
+// the first folds (4 loads before the first fold at 16 slots a lane, the rest one at a time
+// between folds); clamping every slot's address cost more instructions than the last's
+// (softmax_launch.h's launch_element_rows).
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, int kPacks, int kWidth, int kRows>
 __global__ void __launch_bounds__(kBlock) row_norm_rows_kernel(const In* __restrict__ x, Out* __restrict__ y,
                                                                RowGeometry g, Policy policy) {
-  static_assert(kWidth <= kWarpSize && kVec > 1, "a group lives inside one warp; whole packs");
+  static_assert(kWidth <= kWarpSize && (kVec > 1 || sizeof(In) == 4),
+                "a group lives inside one warp; whole packs, or float32 elements");
+  constexpr bool kRepeatLast = kVec == 1;
   constexpr int kGroups = kBlock / kWidth;
   constexpr bool kHoldExps = Policy::kNeedsSum && kRows * kPacks * kVec <= 32;
   const int lane = threadIdx.x % kWidth;
@@ -679,7 +691,13 @@ __global__ void __launch_bounds__(kBlock) row_norm_rows_kernel(const In* __restr
   for (int r = 0; r < kRows; ++r) {
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      if (held(r, p)) w[r][p].load(x + (first + r * kGroups) * g.x_row_stride + col(p));
+      if constexpr (kRepeatLast) {
+        const int c = p == kPacks - 1 ? min(col(p), packs - 1) : col(p);  // the others lie inside
+        if (row_ok[r]) w[r][p].load(x + (first + r * kGroups) * g.x_row_stride + c);
+        else w[r][p] = {};
+      } else if (held(r, p)) {
+        w[r][p].load(x + (first + r * kGroups) * g.x_row_stride + col(p));
+      }
     }
   }
   Acc stat[kRows], sum[kRows];
@@ -689,7 +707,7 @@ __global__ void __launch_bounds__(kBlock) row_norm_rows_kernel(const In* __restr
     MaxFold<In, Acc, Policy> fold;
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
-      if (held(r, p)) fold.add(w[r][p]);
+      if (kRepeatLast || held(r, p)) fold.add(w[r][p]);  // a row past the last folds zeros
     }
     stat[r] = fold.max();
     sum[r] = fold.min();  // the row's min until the max is known

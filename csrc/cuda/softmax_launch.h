@@ -417,6 +417,47 @@ void launch_lane_rows(const In* x, Out* y, const RowGeometry& g, const Policy& p
   kernel<<<ceil_div(g.rows, kBlock * kRows), kBlock, 0, stream>>>(x, y, g, policy);
 }
 
+// Float32 element rows (kVec == 1: unaligned rows that launch_row_norm does not peel, such as rows
+// of 68-255 values where y is fresh) of 33-256 values go a lane group a row on row_norm_rows_kernel,
+// every load of a row in flight at once (the last slot clamped): 16 lanes a row up to 128 values,
+// 32 past, ceil(cols / lanes) values a lane (3-8). row_norm_warp_kernel, looping, gave a lane 2, 4
+// or 8 slots (3 of 4 used at 77). H200 (rows_ab.py, h200_study/session78.txt, section 4), us,
+// row_norm_warp_kernel -> this (torch.compile): ReduceScale 65536 x 77 17.57 -> 15.78 (18.05),
+// 32768 x 129 14.34 -> 13.90 (13.54), 65536 x 150 25.57 -> 25.01 (23.74), 32768 x 197 18.53 ->
+// 18.30 (17.60), 262144 x 197 105.63 -> 103.55 (104.58), 16384 x 255 14.50 -> 13.44 (13.54);
+// softmax 17.20 -> 15.55 (22.66), 14.82 -> 13.89 (14.27), 26.24 -> 24.74 (24.48), 18.37 -> 18.08
+// (19.26), 106.02 -> 102.91 (105.89), 13.54 -> 13.50 (15.42); even at 65536 x 100. Lost or came
+// out even (sections 2-4): 16 lanes past 128 values (ReduceScale 32768 x 197 19.49), 8 lanes at
+// 77 (20.42), 2 or 4 rows a lane group at once (18.98, 19.55), blocks of one or two warps (24.67,
+// 2 rows at once on 64 threads 18.88), every slot clamped (18.56). REDUCE_OPS_ELEMENT_ROWS=off (a
+// developer knob, for measurement): the looping warp kernel there too; a forced strategy skips it
+// as well.
+template <typename In, typename Out, typename Acc, typename Policy>
+void launch_element_rows(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
+  auto run = [&](auto per_tag, auto lanes_tag) {
+    constexpr int kPer = decltype(per_tag)::value, kLanes = decltype(lanes_tag)::value;
+    TORCH_INTERNAL_ASSERT(ceil_div(g.cols, int64_t{kLanes}) == kPer, "element rows: a lane's last slot only past the row");
+    auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, 1, kPer, kLanes, 1>;
+    kernel<<<ceil_div(g.rows, kBlock / kLanes), kBlock, 0, stream>>>(x, y, g, policy);
+  };
+  if (g.cols <= 16 * kMaxWarpPacks) {
+    switch (ceil_div(g.cols, int64_t{16})) {
+      case 3: return run(Int<3>{}, Int<16>{});
+      case 4: return run(Int<4>{}, Int<16>{});
+      case 5: return run(Int<5>{}, Int<16>{});
+      case 6: return run(Int<6>{}, Int<16>{});
+      case 7: return run(Int<7>{}, Int<16>{});
+      default: return run(Int<8>{}, Int<16>{});
+    }
+  }
+  switch (ceil_div(g.cols, int64_t{32})) {
+    case 5: return run(Int<5>{}, Int<32>{});
+    case 6: return run(Int<6>{}, Int<32>{});
+    case 7: return run(Int<7>{}, Int<32>{});
+    default: return run(Int<8>{}, Int<32>{});
+  }
+}
+
 // Its looping kernel runs kPeeledWarpWaves waves where `few_waves` (peeled rows, and 16-bit rows on
 // 8-byte packs under REDUCE_OPS_WARP_ROWS=off), else kWarpRowWaves.
 template <typename In, typename Out, typename Acc, typename Policy, int kVec, bool kPeeled>
@@ -581,6 +622,12 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
       if (packs <= 8) return run(Int<2>{}, Int<4>{});
       if (packs <= 16) return run(Int<2>{}, Int<8>{});
       if (packs <= 32) return run(Int<2>{}, Int<16>{});
+    }
+  }
+  if constexpr (kVec == 1 && sizeof(In) == 4 && std::is_same_v<In, Out>) {
+    if (packs > 32 && packs <= 32 * kMaxWarpPacks && !ForcedStrategy().any() &&
+        !env_equals("REDUCE_OPS_ELEMENT_ROWS", "off")) {
+      return launch_element_rows<In, Out, Acc, Policy>(x, y, g, policy, stream);
     }
   }
   if (packs <= 32) return run(Int<1>{}, Int<32>{});
@@ -1343,9 +1390,10 @@ void launch_row_norm(const at::Tensor& x, const RowGeometry& g, const at::Tensor
   // for measurement). H100 (tune_rows.py, h100_study/session52_peeled_rows.txt), % of copy,
   // element kernels -> peeled: softmax bfloat16 16384 x 1021 52 -> 72, 8192 x 4097 79 -> 88,
   // 512 x 262147 40 -> 92 (split -> cluster_row), float32 2048 x 100003 39 -> 94; ReduceScale
-  // bfloat16 1024 x 50257 87 -> 92. Float32 rows of 68-255 elements stay on the element warp
-  // kernel: peeled, 65536 x 77 softmax lost 66 -> 61 (ReduceScale 65 -> 63), 32768 x 197 71 -> 70;
-  // 16-bit rows gained there (bfloat16 32768 x 197 softmax 51 -> 56).
+  // bfloat16 1024 x 50257 87 -> 92. Float32 rows of 68-255 elements stay element rows (then on
+  // the warp kernel, since session 78 on launch_element_rows): peeled, 65536 x 77 softmax lost 66
+  // -> 61 (ReduceScale 65 -> 63), 32768 x 197 71 -> 70; 16-bit rows gained there (bfloat16 32768
+  // x 197 softmax 51 -> 56).
   if constexpr (sizeof(In) == sizeof(Out) && std::is_same_v<Acc, float>) {
     const auto bytes_16 = [](const void* p, int64_t stride) {
       return (reinterpret_cast<uintptr_t>(p) + static_cast<uint64_t>(stride) * sizeof(In)) % 16;
