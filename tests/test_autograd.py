@@ -296,8 +296,8 @@ def test_softmax_backward_short_rows_lanes_a_row(monkeypatch, fewest, dtype, pac
 # sixteen_lanes; 16-bit ones on the 64-register kernel), 32 on 32 lanes at one, 49 past them (16-bit
 # rows on the register block, wider rows 2 packs over 32 lanes); REDUCE_OPS_BACKWARD_16_LANES=off
 # gives 33-48 the layouts before. Aligned rows, and 16-bit rows of an odd length by their aligned
-# middles (peeled; wider peeled rows of this length go an element a lane either way). 700 rows, a
-# NaN row among them.
+# middles (peeled; wider peeled rows of this length go an element a lane either way, float32's on
+# softmax_backward_rows_kernel). 700 rows, a NaN row among them.
 @requires_cuda
 @pytest.mark.parametrize("sixteen", ["auto", "off"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64],
@@ -318,7 +318,10 @@ def test_softmax_backward_rows_of_33_to_48_packs(monkeypatch, sixteen, dtype, pa
     capped = launches_of(names, "softmax_backward_warp_capped_kernel")
     blocks = launches_of(names, "softmax_backward_regs_kernel")
     sixteen_bit = dtype.itemsize == 2
-    if peeled and not sixteen_bit:
+    if peeled and dtype == torch.float32:  # element rows of 129-256: a warp a row, no loop
+        assert not warps and [a[2:4] for a in launches_of(names, "softmax_backward_rows_kernel")] == \
+            [[str(-(-cols // 32)), "32"]], names
+    elif peeled and not sixteen_bit:
         assert [a[2] for a in backward_warps(names)] == ["1"], names
     elif packs == 32:
         assert warps == [("1", "32")] and not blocks, names
@@ -541,7 +544,7 @@ def test_softmax_backward_peeled_registers(monkeypatch, strategy, blocks, dtype,
     (torch.bfloat16, 4096, 401, "block"),  # 50
     (torch.bfloat16, 1024, 4099, "block"),
     (torch.bfloat16, 512, 50257, "cluster"),  # 6283 packs: past a block's 4096
-    (torch.float32, 4096, 255, "warp"),  # 63 whole packs: two a lane
+    (torch.float32, 4096, 255, "warp"),  # 63 whole packs: an element a lane, a warp a row
     (torch.float32, 4096, 263, "block"),
     (torch.float32, 512, 50257, "cluster"),
 ], ids=str)
@@ -556,12 +559,43 @@ def test_softmax_backward_peeled_rows_automatic(monkeypatch, regs, dtype, rows, 
     # <T, Acc, kVec, kPacks, kCluster, kOutShared, kLastLoads, kPeeled>
     launched = [("cluster" if a[4] == "true" else "block", a[7])
                 for a in launches_of(names, "softmax_backward_regs_kernel")]
-    warps = backward_warps(names)
+    warps = backward_warps(names) + launches_of(names, "softmax_backward_rows_kernel")
     if kernel == "warp":
         assert warps and launched == [], names
     else:
         assert launched == ([] if regs == "off" else [(kernel, "true")]), names
     assert_backward_close(got, grad, out, dtype)
+
+
+# The backward's float32 element rows of 129-256 values on softmax_backward_rows_kernel
+# (launch_backward_element_rows): a warp a row, ceil(cols / 32) values a lane, every count and each
+# bound's sides. Rows of 68-255 values not whole packs stay element rows on 16-byte boundaries
+# (contiguous), 129-255 of them take this kernel; the others start one element off 16 bytes, where
+# rows past 128 values leave the warp (256). 300 rows (the last block's rows end inside it), a NaN
+# and a large grad at a row's end (the element a lane's last slot repeats);
+# REDUCE_OPS_BACKWARD_ELEMENT_ROWS=off and a forced "warp" take the looping warp kernel.
+@requires_cuda
+@pytest.mark.parametrize("cols,taken", [(77, False), (128, False), (129, True), (161, True), (193, True),
+                                        (225, True), (255, True), (256, False), (257, False)], ids=str)
+def test_softmax_backward_element_rows(monkeypatch, cols, taken):
+    force_row_strategy(monkeypatch, "auto")
+    monkeypatch.delenv("REDUCE_OPS_BACKWARD_ELEMENT_ROWS", raising=False)
+    grad, out = backward_operands(300, cols, torch.float32, nan_at=(7, cols - 1))
+    grad[3, -1] = 1e4  # counted twice (the repeat), it would move the row's dot far past tolerance
+    if not (68 <= cols < 256 and cols % 4):
+        grad, out = off_16_bytes(grad), off_16_bytes(out)
+    got, names = backward_launches(grad, out)
+    # <T, Acc, kPacks, kWidth>
+    launched = [(a[2], a[3]) for a in launches_of(names, "softmax_backward_rows_kernel")]
+    assert launched == ([(str(-(-cols // 32)), "32")] if taken else []), names
+    assert_backward_close(got, grad, out, torch.float32)
+    assert_backward_close(reduce_ops.softmax_backward(grad[:1], out[:1], -1), grad[:1], out[:1], torch.float32)
+    for knob, value in (("REDUCE_OPS_BACKWARD_ELEMENT_ROWS", "off"), ("REDUCE_OPS_STRATEGY", "warp")):
+        monkeypatch.setenv(knob, value)
+        got_off, names = backward_launches(grad, out)
+        assert not launches_of(names, "softmax_backward_rows_kernel"), names
+        assert_backward_close(got_off, grad, out, torch.float32)
+        monkeypatch.delenv(knob)
 
 
 # 48 KB of dynamic shared memory exactly (conftest.SMEM_48_KB_CASES; the backward has no staged

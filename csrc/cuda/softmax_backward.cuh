@@ -219,6 +219,47 @@ __global__ void softmax_backward_warp_kernel(const T* __restrict__ grad, const T
   softmax_backward_warp_rows<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>(grad, out, gx, r);
 }
 
+// Float32 element rows (kVec == 1, not peeled) of up to kPacks x kWidth values, a lane group a row
+// as the forward's row_norm_rows_kernel takes them: no row loop, kPacks = ceil(cols / kWidth)
+// values a lane, every slot of grad and out loaded with no predicate (only a lane's last slot can
+// pass the row's end: its address is clamped to the row's last element, and the dot and the
+// writes skip it), so that all 2 x kPacks loads are in flight before the first product. A lane
+// group past the last row loads nothing.
+template <typename T, typename Acc, int kPacks, int kWidth>
+__global__ void __launch_bounds__(kBlock) softmax_backward_rows_kernel(const T* __restrict__ grad,
+                                                                       const T* __restrict__ out,
+                                                                       T* __restrict__ gx, BackwardRows r) {
+  static_assert(sizeof(T) == 4 && kWidth <= kWarpSize, "float32 elements; a group lives inside one warp");
+  const int lane = threadIdx.x % kWidth;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kBlock / kWidth) + threadIdx.x / kWidth;
+  const bool row_ok = row < r.rows;
+  const int cols = static_cast<int>(r.cols);
+  const int64_t base = row * r.cols;
+  auto col = [&](int p) { return p * kWidth + lane; };
+  Acc g[kPacks], y[kPacks];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    const int c = p == kPacks - 1 ? min(col(p), cols - 1) : col(p);  // the others lie inside
+    if (row_ok) {
+      g[p] = static_cast<Acc>(grad[base + c]);
+      y[p] = static_cast<Acc>(out[base + c]);
+    } else {
+      g[p] = y[p] = Acc(0);
+    }
+  }
+  Acc dot = Acc(0);
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    if (p < kPacks - 1 || col(p) < cols) dot += g[p] * y[p];
+  }
+  dot = warp_all_reduce<kWidth>(dot, SumOp<Acc>());
+  if (!row_ok) return;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    if (p < kPacks - 1 || col(p) < cols) gx[base + col(p)] = static_cast<T>(y[p] * (g[p] - dot));
+  }
+}
+
 // softmax_backward_warp_kernel with its registers capped at 64, so that 4 blocks share an SM
 // (launch_backward_rows says where), as the forward's row_norm_warp_capped_kernel: a kernel of its
 // own, so that the cap moves no other warp kernel's register choices.

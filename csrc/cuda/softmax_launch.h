@@ -1453,6 +1453,32 @@ auto backward_warp_kernel() {
 // The backward dispatcher: the forward's strategies with both rows on chip, so each register
 // kernel thread holds up to kRowPacks packs of each row (the clusters: kMaxRegPacks of grad, with
 // out's in shared memory).
+// The backward's float32 element rows of 129-256 values (kVec == 1: rows of 129-255 on 16-byte
+// boundaries that launch_backward_rows does not peel, 33-64 whole packs and an odd tail) go a warp a
+// row on softmax_backward_rows_kernel, ceil(cols / 32) values a lane (5-8), every load in flight,
+// as the forward's (launch_element_rows). H200 (rows_ab.py, h200_study/session78.txt, section 6),
+// us, the looping warp kernel -> this (torch.compile): 32768 x 129 19.42 -> 18.78 (19.14), 65536 x
+// 150 35.10 -> 34.78 (34.43), 32768 x 197 25.63 -> 25.41 (25.50), 262144 x 197 151.39 -> 148.80
+// (148.93), 16384 x 255 21.09 -> 18.88 (18.50). Shorter rows keep the looping kernel: at 77 values
+// it lost on 16 lanes (65536 x 77 21.47 -> 22.24, 131072 x 77 35.76 -> 36.99) and on 32 (23.30,
+// 39.84); 65536 x 100 came out even. REDUCE_OPS_BACKWARD_ELEMENT_ROWS=off (a developer knob, for
+// measurement): the looping kernel there too; a forced strategy skips it as well.
+template <typename T, typename Acc>
+void launch_backward_element_rows(const T* grad, const T* out, T* gx, const BackwardRows& r, cudaStream_t stream) {
+  auto run = [&](auto per_tag) {
+    constexpr int kPer = decltype(per_tag)::value;
+    TORCH_INTERNAL_ASSERT(ceil_div(r.cols, int64_t{kWarpSize}) == kPer, "element rows: a lane's last slot only past the row");
+    auto kernel = softmax_backward_rows_kernel<T, Acc, kPer, kWarpSize>;
+    kernel<<<ceil_div(r.rows, kBlock / kWarpSize), kBlock, 0, stream>>>(grad, out, gx, r);
+  };
+  switch (ceil_div(r.cols, int64_t{kWarpSize})) {
+    case 5: return run(Int<5>{});
+    case 6: return run(Int<6>{});
+    case 7: return run(Int<7>{});
+    default: return run(Int<8>{});
+  }
+}
+
 template <typename T, typename Acc, int kVec>
 void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows& r, cudaStream_t stream,
                           const at::TensorOptions& opts) {
@@ -1587,6 +1613,12 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
     // 128 82.96 -> 89.82). REDUCE_OPS_BACKWARD_LANES=<n> (a developer knob, for measurement): n
     // lanes a row at fewest (8: the table before).
     const int64_t fewest = env_positive("REDUCE_OPS_BACKWARD_LANES", 1);
+    if constexpr (kVec == 1 && std::is_same_v<T, float>) {
+      if (packs > 4 * kWarpSize && packs <= kMaxWarpPacks * kWarpSize && !ForcedStrategy().any() &&
+          !env_equals("REDUCE_OPS_BACKWARD_ELEMENT_ROWS", "off")) {
+        return launch_backward_element_rows<T, Acc>(grad, out, gx, r, stream);
+      }
+    }
     if (kVec > 1 && fewest <= 1 && packs <= 1) run(Int<1>{}, Int<1>{});
     else if (kVec > 1 && fewest <= 2 && packs <= 2) run(Int<1>{}, Int<2>{});
     else if (kVec > 1 && fewest <= 4 && packs <= 4) run(Int<1>{}, Int<4>{});
