@@ -4,7 +4,9 @@
 //   softmax_backward_warp_kernel   ("warp") kWidth lanes per row, both rows in registers
 //                                  (kPeeled: a row that is not whole 16-byte packs by its
 //                                  aligned middle's packs, its edges an element a lane);
-//                                  softmax_backward_warp_capped_kernel the same at 64 registers.
+//                                  softmax_backward_warp_capped_kernel the same at 64 registers;
+//                                  softmax_backward_rows_kernel the same for float32 element
+//                                  rows of 129-256, no row loop, every load in flight.
 //   softmax_backward_tile_kernel   ("tile") short rows that are not whole 16-byte packs: a tile
 //                                  of consecutive rows a block, into shared memory and out by
 //                                  16-byte packs, kWidth lanes a row there.

@@ -1450,9 +1450,6 @@ auto backward_warp_kernel() {
   return softmax_backward_warp_kernel<T, Acc, kVec, kPacks, kWidth, kLastLoads, kPeeled>;
 }
 
-// The backward dispatcher: the forward's strategies with both rows on chip, so each register
-// kernel thread holds up to kRowPacks packs of each row (the clusters: kMaxRegPacks of grad, with
-// out's in shared memory).
 // The backward's float32 element rows of 129-256 values (kVec == 1: rows of 129-255 on 16-byte
 // boundaries that launch_backward_rows does not peel, 33-64 whole packs and an odd tail) go a warp a
 // row on softmax_backward_rows_kernel, ceil(cols / 32) values a lane (5-8), every load in flight,
@@ -1479,6 +1476,9 @@ void launch_backward_element_rows(const T* grad, const T* out, T* gx, const Back
   }
 }
 
+// The backward dispatcher: the forward's strategies with both rows on chip, so each register
+// kernel thread holds up to kRowPacks packs of each row (the clusters: kMaxRegPacks of grad, with
+// out's in shared memory).
 template <typename T, typename Acc, int kVec>
 void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows& r, cudaStream_t stream,
                           const at::TensorOptions& opts) {
