@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 #include "ops.h"
 #include <type_traits>
@@ -29,6 +30,17 @@ constexpr int64_t kMinSplitChunk = 16384;
 
 template <int N>
 using Int = std::integral_constant<int, N>;
+
+// Calls f(Int<n>{}) for the one value of kFirst..kLast that equals n; n outside that range is an
+// internal error (the element-row launchers size a lane's values to the row exactly).
+template <int kFirst, int kLast, typename F>
+void with_int_in(int64_t n, F f) {
+  bool found = false;
+  [&]<int... kI>(std::integer_sequence<int, kI...>) {
+    ((n == kFirst + kI ? (f(Int<kFirst + kI>{}), found = true) : false) || ...);
+  }(std::make_integer_sequence<int, kLast - kFirst + 1>{});
+  TORCH_INTERNAL_ASSERT(found, n, " is outside ", kFirst, "..", kLast);
+}
 
 // Developer knobs for tests, the sanitizer script and measurements, read at each launch so that
 // a test can change them between calls:

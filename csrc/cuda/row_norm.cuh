@@ -652,6 +652,15 @@ __global__ void __launch_bounds__(kBlock, 4) row_norm_warp_capped_kernel(const I
   row_norm_warp_rows<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLastLoads>(x, y, g, policy);
 }
 
+// A lane's slot p of kPacks in an element row of `cols` (its element `col`), where the launcher
+// gives each lane kPacks = ceil(cols / lanes) values: only the last slot can lie past the row's
+// end, and it reads the row's last element again, so that no load needs a predicate (the
+// element-row kernels: row_norm_rows_kernel, softmax_backward_rows_kernel).
+template <int kPacks>
+__device__ __forceinline__ int element_slot(int p, int col, int cols) {
+  return p == kPacks - 1 ? min(col, cols - 1) : col;
+}
+
 // "warp" a lane group kRows rows at once: short rows of whole packs (kVec > 1, not peeled) or of
 // float32 elements (kVec == 1, below), kWidth lanes a row with kPacks packs a lane, as
 // row_norm_warp_kernel, but each lane group holds kRows rows (the block's rows first + r x
@@ -692,8 +701,7 @@ __global__ void __launch_bounds__(kBlock) row_norm_rows_kernel(const In* __restr
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       if constexpr (kRepeatLast) {
-        const int c = p == kPacks - 1 ? min(col(p), packs - 1) : col(p);  // the others lie inside
-        if (row_ok[r]) w[r][p].load(x + (first + r * kGroups) * g.x_row_stride + c);
+        if (row_ok[r]) w[r][p].load(x + (first + r * kGroups) * g.x_row_stride + element_slot<kPacks>(p, col(p), packs));
         else w[r][p] = {};
       } else if (held(r, p)) {
         w[r][p].load(x + (first + r * kGroups) * g.x_row_stride + col(p));

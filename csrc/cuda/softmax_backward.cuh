@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kBlock) softmax_backward_rows_kernel(const T* 
   Acc g[kPacks], y[kPacks];
 #pragma unroll
   for (int p = 0; p < kPacks; ++p) {
-    const int c = p == kPacks - 1 ? min(col(p), cols - 1) : col(p);  // the others lie inside
+    const int c = element_slot<kPacks>(p, col(p), cols);
     if (row_ok) {
       g[p] = static_cast<Acc>(grad[base + c]);
       y[p] = static_cast<Acc>(out[base + c]);

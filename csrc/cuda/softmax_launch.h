@@ -434,28 +434,15 @@ void launch_lane_rows(const In* x, Out* y, const RowGeometry& g, const Policy& p
 // as well.
 template <typename In, typename Out, typename Acc, typename Policy>
 void launch_element_rows(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream) {
-  auto run = [&](auto per_tag, auto lanes_tag) {
-    constexpr int kPer = decltype(per_tag)::value, kLanes = decltype(lanes_tag)::value;
-    TORCH_INTERNAL_ASSERT(ceil_div(g.cols, int64_t{kLanes}) == kPer, "element rows: a lane's last slot only past the row");
-    auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, 1, kPer, kLanes, 1>;
-    kernel<<<ceil_div(g.rows, kBlock / kLanes), kBlock, 0, stream>>>(x, y, g, policy);
+  auto run = [&](auto lanes_tag) {
+    constexpr int kLanes = decltype(lanes_tag)::value;
+    with_int_in<kLanes == 16 ? 3 : 5, kMaxWarpPacks>(ceil_div(g.cols, int64_t{kLanes}), [&](auto per_tag) {
+      auto kernel = row_norm_rows_kernel<In, Out, Acc, Policy, 1, decltype(per_tag)::value, kLanes, 1>;
+      kernel<<<ceil_div(g.rows, kBlock / kLanes), kBlock, 0, stream>>>(x, y, g, policy);
+    });
   };
-  if (g.cols <= 16 * kMaxWarpPacks) {
-    switch (ceil_div(g.cols, int64_t{16})) {
-      case 3: return run(Int<3>{}, Int<16>{});
-      case 4: return run(Int<4>{}, Int<16>{});
-      case 5: return run(Int<5>{}, Int<16>{});
-      case 6: return run(Int<6>{}, Int<16>{});
-      case 7: return run(Int<7>{}, Int<16>{});
-      default: return run(Int<8>{}, Int<16>{});
-    }
-  }
-  switch (ceil_div(g.cols, int64_t{32})) {
-    case 5: return run(Int<5>{}, Int<32>{});
-    case 6: return run(Int<6>{}, Int<32>{});
-    case 7: return run(Int<7>{}, Int<32>{});
-    default: return run(Int<8>{}, Int<32>{});
-  }
+  if (g.cols <= 16 * kMaxWarpPacks) run(Int<16>{});
+  else run(Int<32>{});
 }
 
 // Its looping kernel runs kPeeledWarpWaves waves where `few_waves` (peeled rows, and 16-bit rows on
@@ -1462,18 +1449,10 @@ auto backward_warp_kernel() {
 // measurement): the looping kernel there too; a forced strategy skips it as well.
 template <typename T, typename Acc>
 void launch_backward_element_rows(const T* grad, const T* out, T* gx, const BackwardRows& r, cudaStream_t stream) {
-  auto run = [&](auto per_tag) {
-    constexpr int kPer = decltype(per_tag)::value;
-    TORCH_INTERNAL_ASSERT(ceil_div(r.cols, int64_t{kWarpSize}) == kPer, "element rows: a lane's last slot only past the row");
-    auto kernel = softmax_backward_rows_kernel<T, Acc, kPer, kWarpSize>;
+  with_int_in<5, kMaxWarpPacks>(ceil_div(r.cols, int64_t{kWarpSize}), [&](auto per_tag) {
+    auto kernel = softmax_backward_rows_kernel<T, Acc, decltype(per_tag)::value, kWarpSize>;
     kernel<<<ceil_div(r.rows, kBlock / kWarpSize), kBlock, 0, stream>>>(grad, out, gx, r);
-  };
-  switch (ceil_div(r.cols, int64_t{kWarpSize})) {
-    case 5: return run(Int<5>{});
-    case 6: return run(Int<6>{});
-    case 7: return run(Int<7>{});
-    default: return run(Int<8>{});
-  }
+  });
 }
 
 // The backward dispatcher: the forward's strategies with both rows on chip, so each register
