@@ -878,8 +878,8 @@ def _hard_sum_inputs(n, device):
 @pytest.mark.parametrize("view", ["flat", "rows", "cols", "short1024", "short2048", "flat2^20", "rows64", "cols1024"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
-    # Compensated: each thread adds one pack's pairwise sum (<= 8 elements: 3 roundings) with
-    # Neumaier's correction, and partials merge compensated, so |error| <= ~6 u sum|x| (u = 2^-24)
+    # Compensated: each thread adds one round's pairwise sum (<= 64 elements: 6 roundings) with
+    # Neumaier's correction, and partials merge compensated, so |error| <= ~8 u sum|x| (u = 2^-24)
     # whatever the length (a plain float32 sum's bound grows with the length each thread adds).
     # Every sum into a float32 result is compensated: bfloat16 inputs with dtype=torch.float32 too,
     # and the few kernels' (short rows, one-round split rows, small columns), which merge a
@@ -896,13 +896,16 @@ def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
 
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
-@pytest.mark.parametrize("cols", [77, 197, 1000, 1021])
+@pytest.mark.parametrize("cols", [77, 197, 1000, 1021, 4096])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     # Rows a group's lanes read in one round of loads (up to 256 packs: 1024 float32 or 2048
-    # bfloat16 columns, 16384-21790 rows here) are summed plain, not compensated (reduce.cu's
-    # launch_rows_unsplit): a pairwise tree over the lanes' packs with an add or two for the
-    # unaligned edges, so |error| <= depth * u * sum|x| a row, depth <= ceil(log2(cols)) + 4.
+    # bfloat16 columns, 16384-21790 rows here), and rows the block kernel's threads read in one
+    # round (up to 1024 packs: 4096 float32 columns, 4096 rows here), are summed plain, not
+    # compensated (reduce.cu's launch_rows_unsplit): a pairwise tree over the threads' packs with
+    # an add or two for the unaligned edges, so |error| <= depth * u * sum|x| a row, depth <=
+    # ceil(log2(cols)) + 4. (bfloat16 rows of 4096 take the warp kernel in two rounds,
+    # compensated: within the bound too.)
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x = x[: x.numel() // cols * cols].view(-1, cols)
     ref = x.double().sum(1)
@@ -910,6 +913,20 @@ def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     bound = depth * 2.0 ** -24 * x.double().abs().sum(1)
     err = (reduce_ops.sum(x, 1, dtype=torch.float32).double() - ref).abs()
     assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
+
+
+@requires_cuda
+@pytest.mark.parametrize("cols,plain", [(4096, True), (4100, False), (8192, False)])
+def test_block_row_sums_of_one_round_add_plain(cols, plain):
+    # reduce.cu's launch_rows_unsplit: float32 rows the block kernel's 256 threads read in one
+    # round of 4 packs (up to 4096 values) are one pairwise tree, added plain (the bound of
+    # test_short_row_cuda_sum_error_is_within_its_tree_depth); longer rows stay compensated.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = make_input((40 * sms, cols), torch.float32, "cuda")  # many rows: a block a row
+    names = cuda_kernels_run(lambda: reduce_ops.sum(x, 1))
+    reducers = [a[2] for a in launches_of(names, "reduce_rows_block_kernel")]
+    assert reducers and all(("PlainReducer" in r) == plain for r in reducers), names
+    check_sum(x, 1)
 
 
 @requires_cuda

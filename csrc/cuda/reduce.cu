@@ -199,8 +199,16 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // 16384 x 8192 bfloat16 sum 64.6 -> 64.0; 4096 x 32768, 8192 x 8192 and 2048 x 65536 even
   // (h200_study/session21_reduce_rows.txt). Blocks of 512 threads lost up to 20% (the compensated
   // float32 sum at 16384 x 4096), of 128 threads 10-30%.
-  reduce_rows_block_kernel<In, Out, R, 4>
-      <<<std::min(a.rows, kMaxGridBlocks), kRowsBlockThreads, 0, stream>>>(x, out, a, r);
+  const auto block = [&](const auto& reducer) {
+    reduce_rows_block_kernel<In, Out, std::decay_t<decltype(reducer)>, 4>
+        <<<std::min(a.rows, kMaxGridBlocks), kRowsBlockThreads, 0, stream>>>(x, out, a, reducer);
+  };
+  // Contiguous rows the threads read in one round (up to 4 packs a thread: 4096 float32 values)
+  // are one pairwise tree, summed plain as the group kernels' (depth <= ceil(log2 cols) + 4).
+  // H200, float32 16384 x 4096 sum, us (session79.txt, section 2): compensated 63.87 -> plain
+  // 63.20 (torch.compile 62.18).
+  if (a.elem_stride == 1 && a.cols <= 4 * kRowsBlockThreads * kMaxVec<In>) return block(typename TreeReducer<R>::type{});
+  block(r);
 }
 
 // Rows: few long rows (and whole-tensor reductions, one row) are split over blocks in one

@@ -64,8 +64,9 @@ struct Compensated {
 };
 
 // Neumaier's compensated sum: each addition's rounding error goes to `comp`, folded in at the
-// end. The kernels add one pack's pairwise sum (4 or 8 elements) at a time, so the error of a
-// long sum is about (log2(pack) + 2) ulps of sum |x| instead of growing with its length.
+// end. The kernels add a pairwise sum of a few values at a time (a thread's round of loads, 16-64
+// values, or a pack: thread_reduce_packs), so the error of a long sum is at most about
+// (log2(values) + 2) ulps of sum |x| instead of growing with its length.
 template <typename V>
 struct NeumaierReducer {
   using Value = V;
@@ -171,33 +172,30 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
   using P = Pack<In, kVec>;
   using V = typename R::Value;
   const P* packs = reinterpret_cast<const P*>(x);
-  typename R::Acc lanes[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) lanes[u] = R::identity();
-  // Plain reducers fold the round's kUnroll x kVec values as one tree, across the packs first,
-  // and add it once: no fold can start before the round's last loads land, so ptxas issues
+  typename R::Acc acc = R::identity();
+  // Every reducer folds the round's kUnroll x kVec values as one tree, across the packs first,
+  // and adds it once: no fold can start before the round's last loads land, so ptxas issues
   // them all first. With a tree per pack it began pack 0's before issuing the last loads (2 or
   // 3 of 4-8 packs in flight in the SASS of the 16-bit and float32 max group kernels). H200
   // (bench.py A/B, h200_study/session22.txt): bfloat16 16384 x 4096 sum 37.9 -> 36.1 us,
   // 65536 x 1024 35.5 -> 34.5, amax 36.8 -> 36.3 and 35.5 -> 34.4; float32 amax 65536 x 1024
-  // 65.2 -> 64.0; a sum of 1024 in a CUDA graph 2.22 -> 1.99 us. Compensated sums keep one
-  // Neumaier step per pack, which their error bound counts on (log2(kVec) + 2 ulps).
+  // 65.2 -> 64.0; a sum of 1024 in a CUDA graph 2.22 -> 1.99 us. A compensated sum so takes one
+  // Neumaier step a round (kUnroll x kVec values: 16-64, a tree of depth 4-6), as the column
+  // kernel one a quad of rows: its error stays (log2(kUnroll x kVec) + 2) u sum|x| whatever the
+  // length. A step a pack, as before, cost float32 row sums 1-2% over plain adds; a step a round
+  // 0.1-0.5% (H200, us, a step a pack -> a round: 32768 x 2048 66.98 -> 65.28, 4096 x 32768
+  // 123.33 -> 122.88; h200_study/session79.txt, section 2).
   const auto add_round = [&](const P (&v)[kUnroll]) {
-    if constexpr (std::is_same_v<typename R::Acc, V>) {
-      const auto reduce = [&r](V a, V b) { return r.reduce(a, b); };
-      V e[kVec];
+    const auto reduce = [&r](V a, V b) { return r.reduce(a, b); };
+    V e[kVec];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        V t[kUnroll];
+    for (int k = 0; k < kVec; ++k) {
+      V t[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) t[u] = static_cast<V>(v[u].v[k]);
-        e[k] = tree_fold(t, reduce);
-      }
-      lanes[0] = r.add(lanes[0], tree_fold(e, reduce));
-    } else {
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) lanes[u] = r.add(lanes[u], pack_value(v[u], r));
+      for (int u = 0; u < kUnroll; ++u) t[u] = static_cast<V>(v[u].v[k]);
+      e[k] = tree_fold(t, reduce);
     }
+    acc = r.add(acc, tree_fold(e, reduce));
   };
   const auto load_round = [&](int64_t p) {
     P v[kUnroll];
@@ -226,13 +224,11 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
     for (int u = 0; u < kUnroll; ++u) {
       if (p + u * nthreads < npacks) {
         const P v = packs[p + u * nthreads];  // one 16-byte load: pack_value of the global pack read it element by element
-        lanes[u] = r.add(lanes[u], pack_value(v, r));
+        acc = r.add(acc, pack_value(v, r));
       }
     }
   }
-#pragma unroll
-  for (int u = 1; u < kUnroll; ++u) lanes[0] = r(lanes[0], lanes[u]);
-  return lanes[0];
+  return acc;
 }
 
 // This thread's partial over the contiguous x[0, n) of any element alignment, kThreads threads
