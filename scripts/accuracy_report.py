@@ -8,18 +8,24 @@ Errors are |sum - float64 sum|, shown relative to the true sum and in units of u
 of the latter. The sums are into float32 results (dtype=torch.float32), which reduce_ops
 compensates; "plain" is this package with REDUCE_OPS_SUM=plain (no compensation), as its sums
 into float16/bfloat16 results run by default.
-Speeds: triton do_bench medians of the same calls (default result dtype), with compensation
-forced on (REDUCE_OPS_SUM=compensated) and off.
+Speeds: the same calls (default result dtype) with compensation forced on
+(REDUCE_OPS_SUM=compensated) and off, timed by benchmarks/bench.py's timer for reductions (a
+read-only L2 flush before each call, the median of single calls), in alternating rounds.
 """
 import argparse
 import contextlib
 import json
 import os
+import statistics
+import sys
+from pathlib import Path
 
 import torch
-import triton.testing
 
 import reduce_ops
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import bench  # noqa: E402
 
 
 def hard_inputs(n):
@@ -72,22 +78,26 @@ def accuracy(n):
     return rows
 
 
-def speed():
-    cases = [((1 << 28,), None), ((1 << 24,), None), ((442368, 128), -1), ((16384, 4096), -1),
-             ((65536, 1024), 0), ((8, 1 << 24), -1), ((4096, 32768), 0)]
+def speed(rounds=3):
+    cases = [((1 << 30,), None), ((1 << 28,), None), ((1 << 24,), None), ((442368, 128), -1),
+             ((16384, 4096), -1), ((4096, 32768), -1), ((32768, 2048), -1), ((65536, 1024), 0),
+             ((8, 1 << 24), -1), ((4096, 32768), 0)]
+    timer = bench.Timer("cuda", warmup_ms=10, rep_ms=40)
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
         for shape, dim in cases:
             x = torch.randn(shape, device="cuda", dtype=dtype)
-            t = {}
-            for label, plain in (("compensated", False), ("plain", True)):
-                with sum_mode(plain):
-                    t[label] = triton.testing.do_bench(lambda: reduce_ops.sum(x, dim), warmup=50, rep=300,
-                                                       return_mode="median")
-            gbps = x.numel() * x.element_size() / t["compensated"] / 1e6
+            t = {"compensated": [], "plain": []}
+            for _ in range(rounds):
+                for label, plain in (("compensated", False), ("plain", True)):
+                    with sum_mode(plain):
+                        t[label].append(timer.time(lambda: reduce_ops.sum(x, dim), writes=False))
+            t = {k: statistics.median(v) for k, v in t.items()}
+            gbps = x.numel() * x.element_size() / t["compensated"] / 1e3
             rows.append({"shape": list(shape), "dim": dim, "dtype": str(dtype).split(".")[1],
-                         "compensated_ms": t["compensated"], "plain_ms": t["plain"],
+                         "compensated_us": t["compensated"], "plain_us": t["plain"],
                          "cost": t["compensated"] / t["plain"] - 1, "compensated_GBps": gbps})
+            del x
     return rows
 
 
@@ -107,8 +117,8 @@ def main():
     print("\n| shape | dim | dtype | compensated us | plain us | cost | GB/s |")
     print("|---|---|---|---|---|---|---|")
     for r in spd:
-        print(f"| {'x'.join(map(str, r['shape']))} | {r['dim']} | {r['dtype']} | {r['compensated_ms'] * 1e3:.1f} | "
-              f"{r['plain_ms'] * 1e3:.1f} | {r['cost'] * 100:+.1f}% | {r['compensated_GBps']:.0f} |")
+        print(f"| {'x'.join(map(str, r['shape']))} | {r['dim']} | {r['dtype']} | {r['compensated_us']:.1f} | "
+              f"{r['plain_us']:.1f} | {r['cost'] * 100:+.1f}% | {r['compensated_GBps']:.0f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "accuracy": acc,
