@@ -930,6 +930,22 @@ def test_block_row_sums_of_one_round_add_plain(cols, plain):
 
 
 @requires_cuda
+@pytest.mark.parametrize("cols,dtype,kernel", [(2048, torch.float32, "reduce_rows_block_kernel"),
+                                               (2044, torch.float32, "reduce_rows_group_kernel"),
+                                               (4096, torch.bfloat16, "reduce_rows_group_kernel")], ids=str)
+def test_many_float32_rows_of_two_packs_a_thread_take_the_block(cols, dtype, kernel):
+    # reduce.cu's launch_rows_unsplit: many aligned float32 rows of exactly 512 packs (2 a thread
+    # of the block) go a block a row; 511 packs, and 16-bit rows of 512, stay on the warp kernel.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = make_input((40 * sms, cols), dtype, "cuda")
+    for op in (reduce_ops.sum, reduce_ops.amax):
+        names = cuda_kernels_run(lambda: op(x, 1))
+        assert launches_of(names, kernel), names
+    check_sum(x, 1)
+    check_amax(x, 1)
+
+
+@requires_cuda
 @pytest.mark.parametrize("knob", ["plain", "compensated"])
 @pytest.mark.parametrize("shape,dim", [((1 << 20,), None), ((1021, 1031), 0), ((1021, 1031), 1)], ids=str)
 def test_cuda_sum_knob_still_meets_the_accumulation_bound(monkeypatch, knob, shape, dim):

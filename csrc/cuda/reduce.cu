@@ -190,8 +190,16 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // of the block kernel's 4 in flight). H200, 16384 x 4096 float32 (1024 packs), block vs
     // warp: amax 101% vs 95% of copy, sum 99% vs 99%; the warp kernel's 8 loads a lane are
     // interleaved with their maxes by ptxas (3 or 4 in flight). bfloat16 at 4096 (512 packs,
-    // 2 a thread): block 61-70%, warp 87-89%.
-    if ((packs < 4 * kRowsBlockThreads && many_rows) || forced.is("warp")) return group(Int<32>{}, Int<8>{});
+    // 2 a thread): block 61-70%, warp 87-89%. Float32 rows of exactly 2 packs a thread (2048
+    // values) take the block, one round a thread and its plain tree, since one block a row: H200,
+    // us, warp -> block (torch.compile; h200_study/session79.txt, section 6): 32768 x 2048 sum
+    // 65.18 -> 63.17 (62.40), 65536 x 2048 123.78 -> 121.15 (119.98), amax 64.45 -> 63.26
+    // (63.74). Not rows of fewer packs (16384 x 1800, 450 packs: 30.62 -> 31.33; 65536 x 1100
+    // 68.99 -> 92.54) nor 16-bit rows of 512 packs (bfloat16 16384 x 4096: 35.39 -> 35.79).
+    const bool two_packs_a_thread = a.aligned && kMaxVec<In> == 4 && packs == 2 * kRowsBlockThreads;
+    if ((packs < 4 * kRowsBlockThreads && many_rows && !two_packs_a_thread) || forced.is("warp")) {
+      return group(Int<32>{}, Int<8>{});
+    }
   }
   // One block per row (grid.x's limit past 2^31 - 1 rows), as the row_norm block kernels
   // (softmax_launch.h's row_kernel_grid): H200, against grid_for's 4 waves of blocks looping over ~4
