@@ -901,11 +901,11 @@ def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
 def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     # Rows a group's lanes read in one round of loads (up to 256 packs: 1024 float32 or 2048
     # bfloat16 columns, 16384-21790 rows here), and rows the block kernel's threads read in one
-    # round (up to 1024 packs: 4096 float32 columns, 4096 rows here), are summed plain, not
-    # compensated (reduce.cu's launch_rows_unsplit): a pairwise tree over the threads' packs with
-    # an add or two for the unaligned edges, so |error| <= depth * u * sum|x| a row, depth <=
-    # ceil(log2(cols)) + 4. (bfloat16 rows of 4096 take the warp kernel in two rounds,
-    # compensated: within the bound too.)
+    # round (up to 1024 packs: 4096 float32 or 8192 bfloat16 columns; the 4096 rows here are too
+    # few for the warp kernel on 132 SMs, and where it takes them it compensates), are summed
+    # plain, not compensated (reduce.cu's launch_rows_unsplit): a pairwise tree over the
+    # threads' packs with an add or two for the unaligned edges, so |error| <= depth * u *
+    # sum|x| a row, depth <= ceil(log2(cols)) + 4.
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x = x[: x.numel() // cols * cols].view(-1, cols)
     ref = x.double().sum(1)
