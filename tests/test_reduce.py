@@ -15,6 +15,7 @@ from conftest import (
     DTYPES, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference,
     assert_exactly_equal, assert_like_torch_result, assert_same_bits, cuda_kernels_run, dtype_id,
     expected_exception, launches_of, make_input, message_names_dtype, reference_sum, requires_cuda,
+    rows_per_sm,
 )
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -921,8 +922,7 @@ def test_block_row_sums_of_one_round_add_plain(cols, plain):
     # reduce.cu's launch_rows_unsplit: float32 rows the block kernel's 256 threads read in one
     # round of 4 packs (up to 4096 values) are one pairwise tree, added plain (the bound of
     # test_short_row_cuda_sum_error_is_within_its_tree_depth); longer rows stay compensated.
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = make_input((40 * sms, cols), torch.float32, "cuda")  # many rows: a block a row
+    x = make_input((rows_per_sm(40, False), cols), torch.float32, "cuda")  # many rows: a block a row
     names = cuda_kernels_run(lambda: reduce_ops.sum(x, 1))
     reducers = [a[2] for a in launches_of(names, "reduce_rows_block_kernel")]
     assert reducers and all(("PlainReducer" in r) == plain for r in reducers), names
@@ -936,8 +936,7 @@ def test_block_row_sums_of_one_round_add_plain(cols, plain):
 def test_many_float32_rows_of_two_packs_a_thread_take_the_block(cols, dtype, kernel):
     # reduce.cu's launch_rows_unsplit: many aligned float32 rows of exactly 512 packs (2 a thread
     # of the block) go a block a row; 511 packs, and 16-bit rows of 512, stay on the warp kernel.
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    x = make_input((40 * sms, cols), dtype, "cuda")
+    x = make_input((rows_per_sm(40, False), cols), dtype, "cuda")
     for op in (reduce_ops.sum, reduce_ops.amax):
         names = cuda_kernels_run(lambda: op(x, 1))
         assert launches_of(names, kernel), names
