@@ -13,9 +13,9 @@ import torch
 import reduce_ops
 from conftest import (
     DTYPES, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference,
-    assert_exactly_equal, assert_like_torch_result, assert_same_bits, cuda_kernels_run, dtype_id,
-    expected_exception, launches_of, make_input, message_names_dtype, reference_sum, requires_cuda,
-    rows_per_sm,
+    assert_exactly_equal, assert_like_torch_result, assert_same_bits, cuda_kernels_run, cuda_launch_dims,
+    dtype_id, expected_exception, launches_of, make_input, message_names_dtype, reference_sum,
+    requires_cuda, rows_per_sm,
 )
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -929,19 +929,46 @@ def test_block_row_sums_of_one_round_add_plain(cols, plain):
     check_sum(x, 1)
 
 
+BLOCK, WARP = "reduce_rows_block_kernel", "reduce_rows_group_kernel"
+
+
 @requires_cuda
-@pytest.mark.parametrize("cols,dtype,kernel", [(2048, torch.float32, "reduce_rows_block_kernel"),
-                                               (2044, torch.float32, "reduce_rows_group_kernel"),
-                                               (4096, torch.bfloat16, "reduce_rows_group_kernel")], ids=str)
-def test_many_float32_rows_of_two_packs_a_thread_take_the_block(cols, dtype, kernel):
-    # reduce.cu's launch_rows_unsplit: many aligned float32 rows of exactly 512 packs (2 a thread
-    # of the block) go a block a row; 511 packs, and 16-bit rows of 512, stay on the warp kernel.
+@pytest.mark.parametrize("cols,dtype,kernel", [
+    (2048, torch.float32, BLOCK), (2080, torch.float32, BLOCK), (3200, torch.float32, BLOCK),
+    (3968, torch.float32, BLOCK), (4608, torch.bfloat16, BLOCK), (6400, torch.bfloat16, BLOCK),
+    (7424, torch.float16, BLOCK),
+    (2044, torch.float32, WARP), (3300, torch.float32, WARP), (4000, torch.float32, WARP),
+    (2050, torch.float32, WARP), (4096, torch.bfloat16, WARP), (4104, torch.bfloat16, WARP),
+    (8000, torch.bfloat16, WARP), (6501, torch.bfloat16, WARP)], ids=str)
+def test_many_rows_of_one_block_round_take_the_block(cols, dtype, kernel):
+    # reduce.cu's launch_rows_unsplit (block_round): many aligned rows of 512-1023 float32 packs,
+    # or 576-1023 16-bit packs, go a block a row (256 threads, one round of 2-4 packs a thread),
+    # unless the threads with a 4th pack end inside a warp (3300 float32 values: 825 packs, 57
+    # threads; 4000: 232; bfloat16 8000: 232). Fewer packs (2044 float32 values: 511; bfloat16
+    # 4096 and 4104: 512 and 513) and unaligned rows (2050, 6501) stay on the warp kernel.
     x = make_input((rows_per_sm(40, False), cols), dtype, "cuda")
     for op in (reduce_ops.sum, reduce_ops.amax):
         names = cuda_kernels_run(lambda: op(x, 1))
         assert launches_of(names, kernel), names
-    check_sum(x, 1)
-    check_amax(x, 1)
+        if kernel == BLOCK:
+            assert {block for _, block in cuda_launch_dims(lambda: op(x, 1), BLOCK)} == {(256, 1, 1)}
+    check_reductions(x, 1)
+
+
+@requires_cuda
+@pytest.mark.parametrize("cols,dtype,threads", [
+    (12288, torch.float32, 512), (13001 * 4, torch.float32, 512), (24576, torch.bfloat16, 512),
+    (30000, torch.float16, 512), (12284, torch.float32, 256), (12289, torch.float32, 256),
+    (24568, torch.bfloat16, 256)], ids=str)
+def test_long_aligned_rows_take_blocks_of_512_threads(cols, dtype, threads):
+    # launch_rows_unsplit's wide_block: aligned rows of 3072 packs or more (12288 float32 values,
+    # 24576 16-bit) run the block kernel in blocks of 512 threads, rows of fewer packs (12284
+    # float32 values, 24568 bfloat16) and unaligned rows (12289) in blocks of 256. Enough rows
+    # that they are not split over blocks; the last rounds of 13001 x 4 and 30000 are partial.
+    x = make_input((rows_per_sm(8, False), cols), dtype, "cuda")
+    for op in (reduce_ops.sum, reduce_ops.amax):
+        assert {block for _, block in cuda_launch_dims(lambda: op(x, 1), BLOCK)} == {(threads, 1, 1)}
+    check_reductions(x, 1)
 
 
 @requires_cuda

@@ -51,9 +51,10 @@ __device__ __forceinline__ Acc widen_element(const uint32_t (&w)[kWords], int k)
 // words: the bfloat16 element of a word's high half is one AND of the word, where a conversion
 // of the element itself first moves it to the low half (two instructions instead of one; the
 // column sums of bfloat16 issue a conversion per element loaded: 442368 x 128 over dim 0,
-// 40.3 -> 39.5 us on the H200). The row reductions keep the plain conversion: with this one,
-// ptxas interleaved the warp-per-row kernel's 8 loads with the arithmetic, one or two in
-// flight instead of 4 (16384 x 4096 bfloat16 sums 36 -> 43 us).
+// 40.3 -> 39.5 us on the H200). The group and split row kernels keep the plain conversion:
+// with this one, ptxas interleaved the warp-per-row kernel's 8 loads with the arithmetic, one
+// or two in flight instead of 4 (16384 x 4096 bfloat16 sums 36 -> 43 us); the block kernel
+// widens (reduce.cuh's reduce_rows_block_kernel).
 template <typename Acc, typename In, int kVec>
 __device__ __forceinline__ Acc widen(const Pack<In, kVec>& p, int k) {
   if constexpr (sizeof(In) == 2 && kVec % 2 == 0) {

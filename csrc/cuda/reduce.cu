@@ -190,14 +190,23 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // of the block kernel's 4 in flight). H200, 16384 x 4096 float32 (1024 packs), block vs
     // warp: amax 101% vs 95% of copy, sum 99% vs 99%; the warp kernel's 8 loads a lane are
     // interleaved with their maxes by ptxas (3 or 4 in flight). bfloat16 at 4096 (512 packs,
-    // 2 a thread): block 61-70%, warp 87-89%. Float32 rows of exactly 2 packs a thread (2048
-    // values) take the block, one round a thread and its plain tree, since one block a row: H200,
-    // us, warp -> block (torch.compile; h200_study/session79.txt, section 6): 32768 x 2048 sum
-    // 65.18 -> 63.17 (62.40), 65536 x 2048 123.78 -> 121.15 (119.98), amax 64.45 -> 63.26
-    // (63.74). Not rows of fewer packs (16384 x 1800, 450 packs: 30.62 -> 31.33; 65536 x 1100
-    // 68.99 -> 92.54) nor 16-bit rows of 512 packs (bfloat16 16384 x 4096: 35.39 -> 35.79).
-    const bool two_packs_a_thread = a.aligned && kMaxVec<In> == 4 && packs == 2 * kRowsBlockThreads;
-    if ((packs < 4 * kRowsBlockThreads && many_rows && !two_packs_a_thread) || forced.is("warp")) {
+    // 2 a thread): block 61-70%, warp 87-89%. The block now loads a thread's 2-4 packs as one
+    // round and folds them as a plain tree: aligned rows of 512-1023 float32 packs (2048-4092
+    // values) or 576-1023 16-bit packs (block_round) take it, unless the threads with a 4th pack
+    // end inside a warp (that warp then loads its round in two trips: the 4-pack lanes', then the
+    // others'). H200, us, warp -> block (torch.compile; h200_study/session79.txt section 6,
+    // session80.txt sections 1-3): float32 sums 32768 x 2048 65.18 -> 63.17 (62.40), 16384 x
+    // 2080 36.18 -> 34.51 (39.97), 16384 x 3200 (800 packs) 51.68 -> 50.24 (49.98), 16384 x 3968
+    // 62.05 -> 61.26 (60.35); bfloat16 16384 x 4608 40.14 -> 37.81 (43.84), 16384 x 6400 53.54 ->
+    // 50.40 (51.04). Split warps lose: float32 16384 x 3300 (825 packs) 53.18 -> 56.32, 16384 x
+    // 4000 62.53 -> 63.90, bfloat16 16384 x 8000 63.42 -> 69.20; so do 16-bit rows of 512-513
+    // packs (bfloat16 16384 x 4096 35.39 -> 35.79) and unaligned rows (float32 16384 x 2050 34.40
+    // -> 36.51, bfloat16 16384 x 6501 55.90 -> 63.04).
+    const int64_t fourth_packs = packs - 3 * kRowsBlockThreads;  // threads with a 4th pack, if > 0
+    const bool block_round = a.aligned && (kMaxVec<In> == 4 || kMaxVec<In> == 8) &&
+                             packs >= 2 * kRowsBlockThreads + (kMaxVec<In> == 8 ? 2 * kWarpSize : 0) &&
+                             (fourth_packs <= 0 || fourth_packs % kWarpSize == 0);
+    if ((packs < 4 * kRowsBlockThreads && many_rows && !block_round) || forced.is("warp")) {
       return group(Int<32>{}, Int<8>{});
     }
   }
@@ -206,10 +215,22 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // rows each, 16384 x 4096 float32 sum 64.7-64.9 -> 64.2-64.4 us, amax 63.8-64.0 -> 63.1-63.3,
   // 16384 x 8192 bfloat16 sum 64.6 -> 64.0; 4096 x 32768, 8192 x 8192 and 2048 x 65536 even
   // (h200_study/session21_reduce_rows.txt). Blocks of 512 threads lost up to 20% (the compensated
-  // float32 sum at 16384 x 4096), of 128 threads 10-30%.
+  // float32 sum at 16384 x 4096), of 128 threads 10-30%. Longer rows gain from 512: aligned rows
+  // of 3072 packs or more (6 a thread of 512; 12288 float32, 24576 16-bit values) take them.
+  // H200, us, 256 -> 512 threads (torch.compile; session80.txt sections 2-3): float32 sums 4096 x
+  // 32768 122.85 -> 121.79 (120.85), 4096 x 24576 93.86 -> 92.99 (92.00), 8192 x 14336 107.39 ->
+  // 106.94 (105.98); bfloat16 sums 4096 x 32000 62.75 -> 62.40 (61.57), 4096 x 32768 64.26 ->
+  // 64.00 (62.75); shorter rows lose (bfloat16 4096 x 16384, 2048 packs: 34.64 -> 34.88; 16384 x
+  // 8192 63.68 -> 69.31, 2 packs a thread).
+  const bool wide_block = a.aligned && packs >= 6 * 512;
   const auto block = [&](const auto& reducer) {
-    reduce_rows_block_kernel<In, Out, std::decay_t<decltype(reducer)>, 4>
-        <<<std::min(a.rows, kMaxGridBlocks), kRowsBlockThreads, 0, stream>>>(x, out, a, reducer);
+    using Red = std::decay_t<decltype(reducer)>;
+    const int64_t grid = std::min(a.rows, kMaxGridBlocks);
+    if (wide_block) {
+      reduce_rows_block_kernel<In, Out, Red, 4, 512><<<grid, 512, 0, stream>>>(x, out, a, reducer);
+    } else {
+      reduce_rows_block_kernel<In, Out, Red, 4><<<grid, kRowsBlockThreads, 0, stream>>>(x, out, a, reducer);
+    }
   };
   // Contiguous rows the threads read in one round (up to 4 packs a thread: 4096 float32 values)
   // are one pairwise tree, summed plain as the group kernels' (depth <= ceil(log2 cols) + 4).

@@ -165,8 +165,10 @@ __device__ __forceinline__ P select_pack(bool keep, const P& v, const P& other) 
 // at 63% of copy, 16384 x 1024 at 78%; see reduce_rows_group_kernel for the gain. The block and
 // split kernels keep the per-thread rounds: the same rounds cost them 5-14% (H200, us: 16384 x
 // 4096 float32 amax 63.3 -> 71.1, bfloat16 sum 8192 x 14336 56.3 -> 62.4), their rows of one or
-// a few rounds waiting on the spills of their 32 registers.
-template <int kVec, int kUnroll, bool kSameRounds, typename In, typename R>
+// a few rounds waiting on the spills of their 32 registers. kWordWiden widens 16-bit elements
+// from their 32-bit words (primitives.cuh's widen: one AND for a bfloat16 high half, where the
+// conversion took a PRMT and an IMAD), the block kernel's choice (reduce_rows_block_kernel).
+template <int kVec, int kUnroll, bool kSameRounds, bool kWordWiden = false, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int64_t npacks, int64_t tid,
                                                                int64_t nthreads, const R& r) {
   using P = Pack<In, kVec>;
@@ -192,7 +194,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
     for (int k = 0; k < kVec; ++k) {
       V t[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) t[u] = static_cast<V>(v[u].v[k]);
+      for (int u = 0; u < kUnroll; ++u) t[u] = kWordWiden ? widen<V>(v[u], k) : static_cast<V>(v[u].v[k]);
       e[k] = tree_fold(t, reduce);
     }
     acc = r.add(acc, tree_fold(e, reduce));
@@ -302,19 +304,21 @@ __device__ __forceinline__ const In* segment_start(const In* x, const RowsArgs& 
 
 // Thread tid's partial over a segment of n elements that kThreads threads share (kSameRounds:
 // thread_reduce_packs; kEdgesFirst: thread_reduce_contiguous).
-template <int kUnroll, int kThreads, bool kSameRounds, bool kEdgesFirst, typename In, typename R>
+template <int kUnroll, int kThreads, bool kSameRounds, bool kEdgesFirst, bool kWordWiden = false, typename In,
+          typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_segment(const In* seg, int64_t n, const RowsArgs& a, int tid,
                                                                  const R& r) {
   constexpr int kVec = kMaxVec<In>;
-  if (a.aligned) return thread_reduce_packs<kVec, kUnroll, kSameRounds>(seg, n / kVec, tid, kThreads, r);
+  if (a.aligned) return thread_reduce_packs<kVec, kUnroll, kSameRounds, kWordWiden>(seg, n / kVec, tid, kThreads, r);
   return a.elem_stride == 1 ? thread_reduce_contiguous<kVec, kUnroll, kThreads, kSameRounds, kEdgesFirst>(seg, n, tid, r)
                             : thread_reduce_strided(seg, n, a.elem_stride, tid, kThreads, r);
 }
 
-// The row kernels run 256-thread blocks (kBlock, launch.h). The block and split kernels fit
-// in 32 registers, so that 8 blocks fill an SM (at 40, compensated sums lost 6-11% of their
-// speed for the missing blocks); the group kernels hold more packs per thread and would spill.
-// The block and split kernels stride their loads by the compile-time kRowsBlockThreads rather
+// The row kernels run 256-thread blocks (kBlock, launch.h; the block kernel 512 on long rows,
+// launch_rows_unsplit). The block and split kernels fit in 32 registers, so that 2048 threads
+// fill an SM (at 40, compensated sums lost 6-11% of their speed for the missing blocks); the
+// group kernels hold more packs per thread and would spill.
+// The block and split kernels stride their loads by the compile-time thread count rather
 // than blockDim.x, so that a thread's packs in flight sit at immediate offsets of one address:
 // with a runtime stride each took a 64-bit address of its own, and within 32 registers the
 // float32 amax then had only 2 of its 4 packs in flight (SASS; 0.92-0.95x torch.compile at
@@ -529,19 +533,27 @@ __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(
   }
 }
 
-// Work item w's segment reduced by the whole block; every thread gets the result.
-template <int kUnroll, typename In, typename R>
+// Work item w's segment reduced by the whole block of kThreads threads; every thread gets the
+// result.
+template <int kUnroll, bool kWordWiden = false, int kThreads = kRowsBlockThreads, typename In, typename R>
 __device__ __forceinline__ typename R::Acc block_reduce_item(const In* x, const RowsArgs& a, int64_t w, const R& r) {
   int64_t n;
   const In* seg = segment_start(x, a, w, &n);
-  return block_all_reduce(thread_reduce_segment<kUnroll, kRowsBlockThreads, false, false>(seg, n, a, threadIdx.x, r), r);
+  return block_all_reduce(thread_reduce_segment<kUnroll, kThreads, false, false, kWordWiden>(seg, n, a, threadIdx.x, r),
+                          r);
 }
 
-template <typename In, typename Out, typename R, int kUnroll>
-__global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
+// A block of kThreads (256 or 512: launch_rows_unsplit) a row. 16-bit packs are widened from
+// their words: 16 fewer instructions a round of 4 bfloat16 packs (SASS: 92 -> 76), H200, us,
+// base -> word-widened, separate processes (h200_study/session80.txt, section 1): bfloat16 sum
+// 4096 x 32768 64.45 -> 64.19, 4096 x 32000 62.91 -> 62.72, amax within 0.1%. (The split kernel
+// keeps the conversion: the whole 2^28 bfloat16 sum lost 1.5% with it, session79.txt section 7.)
+template <typename In, typename Out, typename R, int kUnroll, int kThreads = kRowsBlockThreads>
+__global__ void __launch_bounds__(kThreads, 2048 / kThreads)
+    reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-    const typename R::Acc acc = block_reduce_item<kUnroll>(x, a, w, r);
+    const typename R::Acc acc = block_reduce_item<kUnroll, true, kThreads>(x, a, w, r);
     if (threadIdx.x == 0) out[w] = static_cast<Out>(r.finish(acc));
   }
 }
