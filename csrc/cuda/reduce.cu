@@ -193,12 +193,13 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // 2 a thread): block 61-70%, warp 87-89%. The block now loads a thread's 2-4 packs as one
     // round and folds them as a plain tree: aligned rows of 512-1023 float32 packs (2048-4092
     // values) or 576-1023 16-bit packs (block_round) take it, unless the threads with a 4th pack
-    // end inside a warp (that warp then loads its round in two trips: the 4-pack lanes', then the
-    // others'). H200, us, warp -> block (torch.compile; h200_study/session79.txt section 6,
-    // session80.txt sections 1-3): float32 sums 32768 x 2048 65.18 -> 63.17 (62.40), 16384 x
-    // 2080 36.18 -> 34.51 (39.97), 16384 x 3200 (800 packs) 51.68 -> 50.24 (49.98), 16384 x 3968
-    // 62.05 -> 61.26 (60.35); bfloat16 16384 x 4608 40.14 -> 37.81 (43.84), 16384 x 6400 53.54 ->
-    // 50.40 (51.04). Split warps lose: float32 16384 x 3300 (825 packs) 53.18 -> 56.32, 16384 x
+    // end inside a warp: a measured rule, its cause unknown (that warp's two trips, the 4-pack
+    // lanes' round and then the others', are not it: a round taken a warp at a time lost more,
+    // session80.txt section 9). H200, us, warp -> block (torch.compile; h200_study/session79.txt
+    // section 6, session80.txt sections 1-3): float32 sums 32768 x 2048 65.18 -> 63.17 (62.40),
+    // 16384 x 2080 36.18 -> 34.51 (39.97), 16384 x 3200 (800 packs) 51.68 -> 50.24 (49.98), 16384
+    // x 3968 62.05 -> 61.26 (60.35); bfloat16 16384 x 4608 40.14 -> 37.81 (43.84), 16384 x 6400
+    // 53.54 -> 50.40 (51.04). Split warps lose: float32 16384 x 3300 (825 packs) 53.18 -> 56.32, 16384 x
     // 4000 62.53 -> 63.90, bfloat16 16384 x 8000 63.42 -> 69.20; so do 16-bit rows of 512-513
     // packs (bfloat16 16384 x 4096 35.39 -> 35.79) and unaligned rows (float32 16384 x 2050 34.40
     // -> 36.51, bfloat16 16384 x 6501 55.90 -> 63.04).
