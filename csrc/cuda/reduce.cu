@@ -223,12 +223,13 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // 106.94 (105.98); bfloat16 sums 4096 x 32000 62.75 -> 62.40 (61.57), 4096 x 32768 64.26 ->
   // 64.00 (62.75); shorter rows lose (bfloat16 4096 x 16384, 2048 packs: 34.64 -> 34.88; 16384 x
   // 8192 63.68 -> 69.31, 2 packs a thread).
-  const bool wide_block = a.aligned && packs >= 6 * 512;
+  const bool wide_block = a.aligned && packs >= 6 * kRowsWideBlockThreads;
   const auto block = [&](const auto& reducer) {
     using Red = std::decay_t<decltype(reducer)>;
     const int64_t grid = std::min(a.rows, kMaxGridBlocks);
     if (wide_block) {
-      reduce_rows_block_kernel<In, Out, Red, 4, 512><<<grid, 512, 0, stream>>>(x, out, a, reducer);
+      reduce_rows_block_kernel<In, Out, Red, 4, kRowsWideBlockThreads>
+          <<<grid, kRowsWideBlockThreads, 0, stream>>>(x, out, a, reducer);
     } else {
       reduce_rows_block_kernel<In, Out, Red, 4><<<grid, kRowsBlockThreads, 0, stream>>>(x, out, a, reducer);
     }

@@ -165,9 +165,10 @@ __device__ __forceinline__ P select_pack(bool keep, const P& v, const P& other) 
 // at 63% of copy, 16384 x 1024 at 78%; see reduce_rows_group_kernel for the gain. The block and
 // split kernels keep the per-thread rounds: the same rounds cost them 5-14% (H200, us: 16384 x
 // 4096 float32 amax 63.3 -> 71.1, bfloat16 sum 8192 x 14336 56.3 -> 62.4), their rows of one or
-// a few rounds waiting on the spills of their 32 registers. kWordWiden widens 16-bit elements
-// from their 32-bit words (primitives.cuh's widen: one AND for a bfloat16 high half, where the
-// conversion took a PRMT and an IMAD), the block kernel's choice (reduce_rows_block_kernel).
+// a few rounds waiting on the spills of their 32 registers. kWordWiden widens the 16-bit elements
+// of whole rounds from their 32-bit words (primitives.cuh's widen: one AND for a bfloat16 high
+// half, where the conversion took a PRMT and an IMAD), the block kernel's choice
+// (reduce_rows_block_kernel); the packs left after the whole rounds convert (pack_value).
 template <int kVec, int kUnroll, bool kSameRounds, bool kWordWiden = false, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int64_t npacks, int64_t tid,
                                                                int64_t nthreads, const R& r) {
@@ -324,6 +325,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_segment(const In* seg, 
 // float32 amax then had only 2 of its 4 packs in flight (SASS; 0.92-0.95x torch.compile at
 // 4096 x 32768 on the H100 and H200).
 constexpr int kRowsBlockThreads = 256;
+constexpr int kRowsWideBlockThreads = 512;  // the block kernel's on long rows (launch_rows_unsplit)
 #define REDUCE_OPS_ROWS_BOUNDS __launch_bounds__(256, 8)
 #define REDUCE_OPS_GROUP_BOUNDS __launch_bounds__(256)
 
@@ -543,11 +545,12 @@ __device__ __forceinline__ typename R::Acc block_reduce_item(const In* x, const 
                           r);
 }
 
-// A block of kThreads (256 or 512: launch_rows_unsplit) a row. 16-bit packs are widened from
-// their words: 16 fewer instructions a round of 4 bfloat16 packs (SASS: 92 -> 76), H200, us,
-// base -> word-widened, separate processes (h200_study/session80.txt, section 1): bfloat16 sum
-// 4096 x 32768 64.45 -> 64.19, 4096 x 32000 62.91 -> 62.72, amax within 0.1%. (The split kernel
-// keeps the conversion: the whole 2^28 bfloat16 sum lost 1.5% with it, session79.txt section 7.)
+// A block of kThreads (kRowsBlockThreads or kRowsWideBlockThreads: launch_rows_unsplit) a row.
+// 16-bit packs of whole rounds are widened from their words: 16 fewer instructions a round of 4
+// bfloat16 packs (SASS: 92 -> 76), H200, us, base -> word-widened, separate processes
+// (h200_study/session80.txt, section 1): bfloat16 sum 4096 x 32768 64.45 -> 64.19, 4096 x 32000
+// 62.91 -> 62.72, amax within 0.1%. (The split kernel keeps the conversion: the whole 2^28
+// bfloat16 sum lost 1.5% with it, session79.txt section 7.)
 template <typename In, typename Out, typename R, int kUnroll, int kThreads = kRowsBlockThreads>
 __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
