@@ -114,13 +114,14 @@ __device__ __forceinline__ T tree_fold(T (&v)[n], const Fold& fold) {
   return v[0];
 }
 
-// The pairwise fold of one pack's kVec elements, in R's Value type.
-template <typename R, int kVec, typename In>
+// The pairwise fold of one pack's kVec elements, in R's Value type (kWordWiden: 16-bit
+// elements widened from their 32-bit words, primitives.cuh's widen).
+template <bool kWordWiden = false, typename R, int kVec, typename In>
 __device__ __forceinline__ typename R::Value pack_value(const Pack<In, kVec>& p, const R& r) {
   using V = typename R::Value;
   V v[kVec];
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) v[k] = static_cast<V>(p.v[k]);
+  for (int k = 0; k < kVec; ++k) v[k] = kWordWiden ? widen<V>(p, k) : static_cast<V>(p.v[k]);
 #pragma unroll
   for (int step = 1; step < kVec; step *= 2) {
 #pragma unroll
@@ -166,9 +167,9 @@ __device__ __forceinline__ P select_pack(bool keep, const P& v, const P& other) 
 // split kernels keep the per-thread rounds: the same rounds cost them 5-14% (H200, us: 16384 x
 // 4096 float32 amax 63.3 -> 71.1, bfloat16 sum 8192 x 14336 56.3 -> 62.4), their rows of one or
 // a few rounds waiting on the spills of their 32 registers. kWordWiden widens the 16-bit elements
-// of whole rounds from their 32-bit words (primitives.cuh's widen: one AND for a bfloat16 high
-// half, where the conversion took a PRMT and an IMAD), the block kernel's choice
-// (reduce_rows_block_kernel); the packs left after the whole rounds convert (pack_value).
+// from their 32-bit words (primitives.cuh's widen: one AND for a bfloat16 high half, where the
+// conversion took a PRMT and an IMAD), the block kernel's choice (reduce_rows_block_kernel): the
+// whole rounds' packs and the packs left after them (pack_value<kWordWiden>).
 template <int kVec, int kUnroll, bool kSameRounds, bool kWordWiden = false, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int64_t npacks, int64_t tid,
                                                                int64_t nthreads, const R& r) {
@@ -227,7 +228,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
     for (int u = 0; u < kUnroll; ++u) {
       if (p + u * nthreads < npacks) {
         const P v = packs[p + u * nthreads];  // one 16-byte load: pack_value of the global pack read it element by element
-        acc = r.add(acc, pack_value(v, r));
+        acc = r.add(acc, pack_value<kWordWiden>(v, r));
       }
     }
   }
@@ -546,11 +547,14 @@ __device__ __forceinline__ typename R::Acc block_reduce_item(const In* x, const 
 }
 
 // A block of kThreads (kRowsBlockThreads or kRowsWideBlockThreads: launch_rows_unsplit) a row.
-// 16-bit packs of whole rounds are widened from their words: 16 fewer instructions a round of 4
-// bfloat16 packs (SASS: 92 -> 76), H200, us, base -> word-widened, separate processes
+// 16-bit packs are widened from their words: 16 fewer instructions a round of 4 bfloat16 packs
+// (SASS: 92 -> 76), H200, us, base -> word-widened, separate processes
 // (h200_study/session80.txt, section 1): bfloat16 sum 4096 x 32768 64.45 -> 64.19, 4096 x 32000
-// 62.91 -> 62.72, amax within 0.1%. (The split kernel keeps the conversion: the whole 2^28
-// bfloat16 sum lost 1.5% with it, session79.txt section 7.)
+// 62.91 -> 62.72, amax within 0.1%. The packs after the whole rounds too (the one-round rows of
+// block_round take only those): bfloat16 sums 16384 x 4608 37.75 -> 37.65, 16384 x 6400 50.48 ->
+// 50.32, 16384 x 7680 59.71 -> 59.52, 4096 x 32000 62.32 -> 62.18, amaxes alike; float16 even
+// (session81.txt, section 1). (The split kernel keeps the conversion: the whole 2^28 bfloat16 sum
+// lost 1.5% with it, session79.txt section 7.)
 template <typename In, typename Out, typename R, int kUnroll, int kThreads = kRowsBlockThreads>
 __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
     reduce_rows_block_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a, R r) {
