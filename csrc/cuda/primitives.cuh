@@ -66,6 +66,26 @@ __device__ __forceinline__ Acc widen(const Pack<In, kVec>& p, int k) {
   }
 }
 
+// Packed 16-bit max / min (sm_80+; older targets fold floats): row_norm.cuh's MaxFold and
+// column max, reduce.cuh's 16-bit maxes.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr bool kPackedMinMax = false;
+#else
+constexpr bool kPackedMinMax = true;
+#endif
+// Packed 16-bit max (kMax: NaN-propagating) or min (NaN skipped, as fmin) of two words, each
+// half one value: bfloat16x2 or half2.
+template <typename In, bool kMax>
+__device__ __forceinline__ uint32_t packed_extreme(uint32_t a, uint32_t b) {
+  constexpr bool kBf16 = std::is_same_v<In, c10::BFloat16>;
+  uint32_t r;
+  if constexpr (kMax && kBf16) asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else if constexpr (kMax) asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else if constexpr (kBf16) asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  else asm("min.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
+
 inline bool is_aligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }

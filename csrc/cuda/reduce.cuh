@@ -114,20 +114,57 @@ __device__ __forceinline__ T tree_fold(T (&v)[n], const Fold& fold) {
   return v[0];
 }
 
+// A float max of 16-bit values folds their packs as they are, two values a 32-bit word and
+// instruction (packed_extreme: max.NaN on bf16x2 / f16x2, exact and NaN-propagating as MaxOp),
+// and widens only the last word's two halves, where the float fold took a conversion and a max
+// a value: the row kernels (add_round, pack_value) and the column kernels. H200, bfloat16 amax,
+// us, float fold -> packed, separate processes (h200_study/session81.txt, sections 2-3): over
+// dim -1 4096 x 32768 63.86 -> 62.82, 2048 x 50257 51.96 -> 51.04, 1024 x 262144 121.15 ->
+// 120.35; over dim 0 2048 x 50257 59.63 -> 55.07, 32768 x 197 12.00 -> 10.82, 131072 x 256
+// 23.40 -> 22.10, 65536 x 1024 37.57 -> 36.93; float16 alike, less at some.
+template <typename R, typename In, int kVec>
+constexpr bool kPackedMax =
+    kPackedMinMax && sizeof(In) == 2 && kVec % 2 == 0 && std::is_same_v<R, PlainReducer<MaxOp<float>>>;
+
+// The packed max of two words (tree_fold's fold).
+template <typename In>
+struct PackedMaxFold {
+  __device__ __forceinline__ uint32_t operator()(uint32_t a, uint32_t b) const { return packed_extreme<In, true>(a, b); }
+};
+
+// The packed max of a pack's words.
+template <typename In, int kVec>
+__device__ __forceinline__ uint32_t pack_max_word(const Pack<In, kVec>& p) {
+  uint32_t w[kVec / 2];
+  memcpy(w, &p, sizeof(w));
+  return tree_fold(w, PackedMaxFold<In>{});
+}
+
+// The max of a word's two 16-bit values, widened to float.
+template <typename In>
+__device__ __forceinline__ float word_max(uint32_t word) {
+  const uint32_t w[1] = {word};
+  return MaxOp<float>()(widen_element<In, float>(w, 0), widen_element<In, float>(w, 1));
+}
+
 // The pairwise fold of one pack's kVec elements, in R's Value type (kWordWiden: 16-bit
-// elements widened from their 32-bit words, primitives.cuh's widen).
+// elements widened from their 32-bit words, primitives.cuh's widen; kPackedMax: folded packed).
 template <bool kWordWiden = false, typename R, int kVec, typename In>
 __device__ __forceinline__ typename R::Value pack_value(const Pack<In, kVec>& p, const R& r) {
-  using V = typename R::Value;
-  V v[kVec];
+  if constexpr (kPackedMax<R, In, kVec>) {
+    return word_max<In>(pack_max_word(p));
+  } else {
+    using V = typename R::Value;
+    V v[kVec];
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) v[k] = kWordWiden ? widen<V>(p, k) : static_cast<V>(p.v[k]);
+    for (int k = 0; k < kVec; ++k) v[k] = kWordWiden ? widen<V>(p, k) : static_cast<V>(p.v[k]);
 #pragma unroll
-  for (int step = 1; step < kVec; step *= 2) {
+    for (int step = 1; step < kVec; step *= 2) {
 #pragma unroll
-    for (int k = 0; k + step < kVec; k += 2 * step) v[k] = r.reduce(v[k], v[k + step]);
+      for (int k = 0; k + step < kVec; k += 2 * step) v[k] = r.reduce(v[k], v[k + step]);
+    }
+    return v[0];
   }
-  return v[0];
 }
 
 // A pack of kMaxVec<In> elements each R's identity (0 for sums, -inf for max).
@@ -137,6 +174,15 @@ __device__ __forceinline__ Pack<In, kMaxVec<In>> identity_pack(const R& r) {
 #pragma unroll
   for (int k = 0; k < kMaxVec<In>; ++k) p.v[k] = static_cast<In>(r.finish(R::identity()));
   return p;
+}
+
+// A 32-bit word of identity_pack (two 16-bit identities: a packed max's start).
+template <typename In, typename R>
+__device__ __forceinline__ uint32_t identity_word(const R& r) {
+  const Pack<In, kMaxVec<In>> p = identity_pack<In>(r);
+  uint32_t w;
+  memcpy(&w, &p, sizeof(w));
+  return w;
 }
 
 // keep ? v : other, word by word: a select of whole packs went through local memory.
@@ -190,6 +236,21 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
   // 0.1-0.5% (H200, us, a step a pack -> a round: 32768 x 2048 66.98 -> 65.28, 4096 x 32768
   // 123.33 -> 122.88; h200_study/session79.txt, section 2).
   const auto add_round = [&](const P (&v)[kUnroll]) {
+    if constexpr (kPackedMax<R, In, kVec>) {  // the same tree, on words
+      constexpr int kWords = kVec / 2;
+      uint32_t w[kUnroll][kWords], e[kWords];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) memcpy(w[u], &v[u], sizeof(w[u]));
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) {
+        uint32_t t[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) t[u] = w[u][k];
+        e[k] = tree_fold(t, PackedMaxFold<In>{});
+      }
+      acc = r.add(acc, word_max<In>(tree_fold(e, PackedMaxFold<In>{})));
+      return;
+    }
     const auto reduce = [&r](V a, V b) { return r.reduce(a, b); };
     V e[kVec];
 #pragma unroll
@@ -645,21 +706,38 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
   for (int p = 0; p < kPacks; ++p) {
     if (ry + p * kBy < a.reduced) v[p] = *reinterpret_cast<const P*>(col + p * step);
   }
-  const V none = r.finish(R::identity());  // 0 for sums, -inf for max: rows past the end
   Acc acc[kVec];
+  if constexpr (kPackedMax<R, In, kVec>) {  // a tree of the rows' words, packed, then widened
+    uint32_t m[kVec / 2];
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    // Each 4 rows pairwise in the value type, then one step of the reducer (a compensated sum
-    // pays its error-free addition once per 4 rows, as reduce_cols_kernel), then a tree.
-    Acc quads[kPacks / 4];
+    for (int k = 0; k < kVec / 2; ++k) {
+      uint32_t t[kPacks];
 #pragma unroll
-    for (int q = 0; q < kPacks / 4; ++q) {
-      V e[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) e[j] = ry + (4 * q + j) * kBy < a.reduced ? widen<V>(v[4 * q + j], k) : none;
-      quads[q] = r.add(R::identity(), tree_fold(e, [&](V s, V t) { return r.reduce(s, t); }));
+      for (int p = 0; p < kPacks; ++p) {
+        uint32_t w[kVec / 2];
+        memcpy(w, &v[p], sizeof(w));
+        t[p] = ry + p * kBy < a.reduced ? w[k] : identity_word<In>(r);
+      }
+      m[k] = tree_fold(t, PackedMaxFold<In>{});
     }
-    acc[k] = tree_fold(quads, r);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = widen_element<In, V>(m, k);
+  } else {
+    const V none = r.finish(R::identity());  // 0 for sums, -inf for max: rows past the end
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      // Each 4 rows pairwise in the value type, then one step of the reducer (a compensated sum
+      // pays its error-free addition once per 4 rows, as reduce_cols_kernel), then a tree.
+      Acc quads[kPacks / 4];
+#pragma unroll
+      for (int q = 0; q < kPacks / 4; ++q) {
+        V e[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) e[j] = ry + (4 * q + j) * kBy < a.reduced ? widen<V>(v[4 * q + j], k) : none;
+        quads[q] = r.add(R::identity(), tree_fold(e, [&](V s, V t) { return r.reduce(s, t); }));
+      }
+      acc[k] = tree_fold(quads, r);
+    }
   }
   // The thread rows within a warp: butterfly over the lane bits above the column bits.
 #pragma unroll
@@ -781,6 +859,12 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
     Acc acc[kVec];
 #pragma unroll
     for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
+    // A 16-bit max runs on the packs' words (kPackedMax), widened into acc after the rows.
+    constexpr bool kPacked = kPackedMax<R, In, kVec>;
+    constexpr int kWords = kPacked ? kVec / 2 : 1;
+    [[maybe_unused]] uint32_t m[kWords];
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) m[k] = identity_word<In>(r);
     if (in_range) {
       using P = Pack<In, kVec>;
       const In* base = x + o * a.outer_stride + i * a.inner_stride;
@@ -813,11 +897,20 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         // which took bfloat16's column sums off the ALU bound.
 #pragma unroll
         for (int q = 0; q < kUnroll; q += 4) {
+          if constexpr (kPacked) {
+            uint32_t w[4][kWords];
 #pragma unroll
-          for (int k = 0; k < kVec; ++k) {
-            const V s01 = r.reduce(widen<V>(v[q], k), widen<V>(v[q + 1], k));
-            const V s23 = r.reduce(widen<V>(v[q + 2], k), widen<V>(v[q + 3], k));
-            acc[k] = r.add(acc[k], r.reduce(s01, s23));
+            for (int j = 0; j < 4; ++j) memcpy(w[j], &v[q + j], sizeof(w[j]));
+            const PackedMaxFold<In> mx;
+#pragma unroll
+            for (int k = 0; k < kWords; ++k) m[k] = mx(m[k], mx(mx(w[0][k], w[1][k]), mx(w[2][k], w[3][k])));
+          } else {
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) {
+              const V s01 = r.reduce(widen<V>(v[q], k), widen<V>(v[q + 1], k));
+              const V s23 = r.reduce(widen<V>(v[q + 2], k), widen<V>(v[q + 3], k));
+              acc[k] = r.add(acc[k], r.reduce(s01, s23));
+            }
           }
         }
       }
@@ -834,11 +927,22 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
 #pragma unroll
         for (int u = 0; u < kUnroll - 1; ++u) {
           if (row + u * step < r1) {
+            if constexpr (kPacked) {
+              uint32_t w[kWords];
+              memcpy(w, &v[u], sizeof(w));
 #pragma unroll
-            for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v[u], k));
+              for (int k = 0; k < kWords; ++k) m[k] = packed_extreme<In, true>(m[k], w[k]);
+            } else {
+#pragma unroll
+              for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v[u], k));
+            }
           }
         }
       }
+    }
+    if constexpr (kPacked) {
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) acc[k] = widen_element<In, V>(m, k);
     }
     if constexpr (kPackedRound > 0) {
       fold_packed<Out>(acc, a, scratch, seg, o, i, in_range, smem, out, r);

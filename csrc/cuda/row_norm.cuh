@@ -179,25 +179,7 @@ struct PackWords {
 // min (with_exp_mode). 16-bit packs fold as they are, two values per 32-bit word and instruction
 // (max.NaN / min on bf16x2 or f16x2: exact, NaN-propagating as MaxOp for the max; the min skips
 // NaN, as fmin), where the float fold costs a conversion, a max and a min per value.
-// (Packed 16-bit max / min are sm_80+; older targets fold floats.)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-constexpr bool kPackedMinMax = false;
-#else
-constexpr bool kPackedMinMax = true;
-#endif
-// Packed 16-bit max (kMax: NaN-propagating) or min (NaN skipped, as fmin) of two words, each
-// half one value: bfloat16x2 or half2.
-template <typename In, bool kMax>
-__device__ __forceinline__ uint32_t packed_extreme(uint32_t a, uint32_t b) {
-  constexpr bool kBf16 = std::is_same_v<In, c10::BFloat16>;
-  uint32_t r;
-  if constexpr (kMax && kBf16) asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  else if constexpr (kMax) asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  else if constexpr (kBf16) asm("min.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  else asm("min.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-
+// (primitives.cuh's packed_extreme; older targets than sm_80 fold floats.)
 template <typename In, typename Acc, typename Policy>
 struct MaxFold {
   static constexpr bool kPacked = kPackedMinMax && std::is_same_v<Acc, float> &&
