@@ -118,7 +118,7 @@ __device__ __forceinline__ T tree_fold(T (&v)[n], const Fold& fold) {
 // instruction (packed_extreme: max.NaN on bf16x2 / f16x2, exact and NaN-propagating as MaxOp),
 // and widens only the last word's two halves, where the float fold took a conversion and a max
 // a value: the row kernels (add_round, pack_value) and the column kernels. H200, bfloat16 amax,
-// us, float fold -> packed, separate processes (h200_study/session81.txt, sections 2-3): over
+// us, float fold -> packed, separate processes (h200_study/session81.txt, sections 3-5): over
 // dim -1 4096 x 32768 63.86 -> 62.82, 2048 x 50257 51.96 -> 51.04, 1024 x 262144 121.15 ->
 // 120.35; over dim 0 2048 x 50257 59.63 -> 55.07, 32768 x 197 12.00 -> 10.82, 131072 x 256
 // 23.40 -> 22.10, 65536 x 1024 37.57 -> 36.93; float16 alike, less at some.
