@@ -645,7 +645,7 @@ COLUMN_FOLDS = {"group1": {"REDUCE_OPS_COLS_FOLD_LAUNCH": _NEVER, "REDUCE_OPS_CO
 def test_split_columns_fold_in_one_or_two_levels_or_a_second_launch(monkeypatch, plan, fold, dtype, shape):
     # Every fold must give torch's answer, the same bits on every call, in either column plan
     # (these small shapes split in 8-157 one-round segments automatically, "wave"; "stream" splits
-    # them in segments of 256 rows or more; (300000, 8) streams in more than 128 segments, the
+    # them in segments of 128 rows or more; (300000, 8) streams in more than 128 segments, the
     # second launch's block a word; (4096, 2048) has 512-1024 words of partials, a warp a word).
     # group3 leaves a last group short; (3, 3000, 16) has 3 outer indices, (4000, 300) bfloat16 is
     # not whole packs (not a split launch of this kind).

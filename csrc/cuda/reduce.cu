@@ -44,10 +44,18 @@ namespace reduce_ops {
 namespace cuda {
 namespace {
 
-// Fewest reduced rows one column-split segment holds. Measured and rejected on the H200:
-// combining a block's rows of partials a thread per column instead of kVec columns per thread
-// of the first row made bfloat16 sums 7-16% slower (float32 and amax within noise or mixed).
-constexpr int64_t kMinColsChunk = 256;
+// Fewest reduced rows one column-split segment holds (the streaming plan's): where it sets the
+// split, tall inputs of 16-64 MB, more segments keep more loads in flight. H200, us, 256 -> 128
+// rows (h200_study/session81.txt, sections 9-10): modes interleaved, bfloat16 sums over dim 0
+// 32768 x 512 15.20 -> 14.82 (256 blocks -> 512), 8192 x 2048 15.07 -> 14.78, float32 amax
+// 16384 x 512 14.62 -> 14.40, the other 27 cases within 0.7% (the SMs set the split of 65536 x
+// 1024 and 442368 x 128), 64 rows as 128, 512 up to 18% slower; builds in separate processes,
+// 32768 x 512 16.26 -> 15.97 (amax 15.06 -> 14.85), 8192 x 2048 15.62 -> 15.49, 16384 x 1024
+// 15.46 -> 15.62 (inside base's own spread, 15.36-15.55), 20 cases' geomean 1.000. Measured and
+// rejected on the H200: combining a block's rows of partials a thread per column instead of kVec
+// columns per thread of the first row made bfloat16 sums 7-16% slower (float32 and amax within
+// noise or mixed).
+constexpr int64_t kMinColsChunk = 128;
 // Rows of a column-split segment come in multiples of this: one round (kColsRound rows in
 // flight) for each of up to 16 rows of threads, so that no thread ends on a partial round.
 constexpr int64_t kColsChunkRows = 16 * kColsRound;
