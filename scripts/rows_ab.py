@@ -9,7 +9,9 @@ times over, so that a drift of the machine touches every mode alike; each case p
 round's time (us) and the median. Each mode's result is checked against the first mode's (the
 same bits for reduce_scale, within bench.py's tolerance otherwise). The timer, inputs and the
 least-traffic byte count are benchmarks/bench.py's; "% copy" is against its 1 GiB copy, measured
-in the same run. --compile and --torch add torch.compile and torch eager as peers.
+in the same run. --compile and --torch add torch.compile and torch eager as peers. --graph times
+each inside CUDA graphs instead (launch-bound sizes; bench.py --graph's plan of calls over
+rotated copies of the input, one plan for every mode and peer of a case).
 """
 import argparse
 import os
@@ -45,6 +47,9 @@ def main(argv=None):
     p.add_argument("--rep", type=float, default=60.0, help="timed repetitions per round, ms")
     p.add_argument("--compile", action="store_true", help="time torch.compile too")
     p.add_argument("--torch", action="store_true", help="time torch eager too")
+    p.add_argument("--graph", action="store_true",
+                   help="time inside CUDA graphs (bench.py --graph's plan: calls over rotated input "
+                        "copies), for launch-bound sizes; a mode's knobs apply at its capture")
     args = p.parse_args(argv)
     modes = args.mode or [("auto", {})]
     knobs = {var for _, env in modes for var in env}
@@ -64,6 +69,17 @@ def main(argv=None):
                 case = bench.Case(op, shape, args.dim if len(shape) > 1 else 0, dtype)
                 inputs = bench.make_inputs(case, "cuda", seed=0)
                 ours = providers["reduce_ops"].fn(case)
+
+                plan = []  # with --graph: (calls, input sets), one plan for every mode and peer
+
+                def timed(fn):
+                    if not args.graph:
+                        return timer.time(lambda: fn(*inputs), case.writes)
+                    if not plan:
+                        calls, copies = bench.graph_plan(case, timer.time(lambda: fn(*inputs), case.writes), timer)
+                        plan.extend([calls, [inputs] + [tuple(t.clone() for t in inputs) for _ in range(copies - 1)]])
+                    return timer.time_graph([lambda s=s: fn(*s) for s in plan[1]], plan[0], case.writes)
+
                 times = {name: [] for name, _ in modes}
                 results = {}
                 for _ in range(args.rounds):
@@ -71,14 +87,14 @@ def main(argv=None):
                         for var in knobs:
                             os.environ.pop(var, None)
                         os.environ.update(env)
-                        times[name].append(timer.time(lambda: ours(*inputs), case.writes))
+                        times[name].append(timed(ours))
                         if name not in results:
                             results[name] = ours(*inputs)
                 for var in knobs:
                     os.environ.pop(var, None)
                 for peer in peers:
                     fn = providers[peer].fn(case)
-                    times[peer] = [timer.time(lambda: fn(*inputs), case.writes) for _ in range(args.rounds)]
+                    times[peer] = [timed(fn) for _ in range(args.rounds)]
                 print(f"{op} {text} {dtype}:")
                 first = modes[0][0]
                 for name, ts in times.items():
