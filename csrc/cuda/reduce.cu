@@ -161,12 +161,18 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // rows of 8 to 2048 elements). 64 x 4096 over dim -1, against the block kernel
   // (h100_study/session43_small.txt): float32 sum 2.32 -> 2.13 with 8 warps of 4 packs (4 warps
   // of 8 packs took 2.72 in the bisect), amax 2.22 -> 1.85; bfloat16 sum 2.15 -> 1.86 with 4 warps.
+  // Their rows are read in one round, so a compensated sum adds plain there (TreeReducer): one
+  // pairwise tree, as the group and block kernels' one-round rows. H200, CUDA graph, float32
+  // sums, us, compensated -> plain (h200_study/session82.txt, section 1): 1024 whole 1.85 ->
+  // 1.77 (torch 2.44), 4096 whole 1.98 -> 1.93, 64 x 4096 over dim -1 2.24 -> 2.16, 256 x 1024
+  // 2.16 -> 2.08.
   const bool few_short_rows = a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= 2 * sm_count();
   if (few_short_rows && !forced.any()) {
+    using Tree = typename TreeReducer<R>::type;
     auto launch = [&](auto warps_tag, auto packs_tag) {
       constexpr int kWarps = decltype(warps_tag)::value, kPacks = decltype(packs_tag)::value;
-      reduce_few_rows_kernel<In, Out, R, kWarps, kPacks>
-          <<<a.rows, kWarps * kWarpSize, 0, stream>>>(x, out, a.outer_stride, static_cast<int>(packs), r);
+      reduce_few_rows_kernel<In, Out, Tree, kWarps, kPacks>
+          <<<a.rows, kWarps * kWarpSize, 0, stream>>>(x, out, a.outer_stride, static_cast<int>(packs), Tree{});
     };
     if (packs <= kWarpSize) return launch(Int<1>{}, Int<1>{});
     if (packs <= 2 * kWarpSize) return launch(Int<1>{}, Int<2>{});
