@@ -878,18 +878,16 @@ def _hard_sum_inputs(n, device):
 
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
-@pytest.mark.parametrize("view", ["flat", "rows", "cols", "cols1024"])
+@pytest.mark.parametrize("view", ["flat", "rows", "cols"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     # Compensated: each thread adds one round's pairwise sum (<= 64 elements: 6 roundings) with
     # Neumaier's correction, and partials merge compensated, so |error| <= ~8 u sum|x| (u = 2^-24)
     # whatever the length (a plain float32 sum's bound grows with the length each thread adds).
-    # Sums into a float32 result that no thread reads in one round are compensated: bfloat16
-    # inputs with dtype=torch.float32 too, and small columns (reduce_cols_few_kernel), which merge
-    # a thread's rows of four and the threads so.
+    # Sums into a float32 result that no thread reads in one round are compensated, bfloat16
+    # inputs with dtype=torch.float32 too.
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
-    x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0),
-              "cols1024": (x[:1 << 17].view(1024, -1), 0)}[view]
+    x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0)}[view]
     ref = x.double().sum(dim if dim is not None else ())
     bound = 8 * 2.0 ** -24 * x.double().abs().sum(dim if dim is not None else ())
     err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()
@@ -919,40 +917,43 @@ def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
 
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
-@pytest.mark.parametrize("view", ["short1024", "short2048", "rows64", "flat2^14", "flat2^20"])
+@pytest.mark.parametrize("view", ["short1024", "short2048", "rows64", "flat2^14", "flat2^20", "cols1024", "cols64"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_few_row_and_one_round_split_sums_are_within_their_tree_depth(kind, view, dtype):
     # Few short rows (reduce_few_rows_kernel: up to two an SM of at most 1024 packs, here a whole
-    # 1024 or 2048 elements and 64 rows of 4096) are read in one round and summed as one pairwise
-    # tree, plain: |error| <= depth * u * sum|x| a row, depth <= ceil(log2(cols)) + 4, as
-    # test_short_row_cuda_sum_error_is_within_its_tree_depth's rows. Whole tensors of one-round
-    # segments (reduce_split_few_kernel, up to 16 MB) add each segment of at most 2048 packs
-    # (8192 float32 or 16384 16-bit values) so and fold the segments' partials compensated: the
-    # bound is the segment's depth plus the fold's two roundings, whatever the length.
+    # 1024 or 2048 elements and 64 rows of 4096) and small columns (reduce_cols_few_kernel: up to
+    # 2048 rows and 8 MB, here 1024 x 128 and 64 x 4096 over dim 0) are read in one round and
+    # summed as one pairwise tree, plain: |error| <= depth * u * sum|x| a row, depth <=
+    # ceil(log2(n)) + 4, as test_short_row_cuda_sum_error_is_within_its_tree_depth's rows. Whole
+    # tensors of one-round segments (reduce_split_few_kernel, up to 16 MB) add each segment of at
+    # most 2048 packs (8192 float32 or 16384 16-bit values) so and fold the segments' partials
+    # compensated: the bound is the segment's depth plus the fold's two roundings, whatever the
+    # length.
     x = _hard_sum_inputs(1 << 20, "cuda")[kind].to(dtype)
     x, dim = {"short1024": (x[:1024], None), "short2048": (x[:2048], None),
               "rows64": (x[:1 << 18].view(64, -1), 1), "flat2^14": (x[:1 << 14], None),
-              "flat2^20": (x[:1 << 20], None)}[view]
+              "flat2^20": (x[:1 << 20], None), "cols1024": (x[:1 << 17].view(1024, -1), 0),
+              "cols64": (x[:1 << 18].view(64, -1), 0)}[view]
     dims = dim if dim is not None else ()
     ref = x.double().sum(dims)
-    cols = x.shape[-1]
-    segment = min(cols, 2048 * (16 // x.element_size()))
-    depth = math.ceil(math.log2(segment)) + 4 + (2 if cols > segment else 0)
+    n = x.numel() if dim is None else x.shape[dim]  # the values summed into one result
+    segment = min(n, 2048 * (16 // x.element_size()))
+    depth = math.ceil(math.log2(segment)) + 4 + (2 if n > segment else 0)
     bound = depth * 2.0 ** -24 * x.double().abs().sum(dims)
     err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()
     assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape,kernel,plain", [
-    ((1024,), "reduce_few_rows_kernel", True), ((64, 4096), "reduce_few_rows_kernel", True),
-    ((1 << 20,), "reduce_split_few_kernel", False)], ids=str)
-def test_few_row_kernels_sum_float32_plain_within_one_round(shape, kernel, plain):
-    # reduce.cu: the few short rows' kernel is launched with the tree's reducer (PlainReducer) for a
-    # compensated float32 sum; the one-round split keeps the compensated reducer (NeumaierReducer)
-    # for its partials' fold and adds each segment plain inside.
+@pytest.mark.parametrize("shape,dim,kernel,plain", [
+    ((1024,), None, "reduce_few_rows_kernel", True), ((64, 4096), 1, "reduce_few_rows_kernel", True),
+    ((1024, 128), 0, "reduce_cols_few_kernel", True), ((64, 4096), 0, "reduce_cols_few_kernel", True),
+    ((1 << 20,), None, "reduce_split_few_kernel", False)], ids=str)
+def test_few_row_kernels_sum_float32_plain_within_one_round(shape, dim, kernel, plain):
+    # reduce.cu: the few short rows' and the small columns' kernels are launched with the tree's
+    # reducer (PlainReducer) for a compensated float32 sum; the one-round split keeps the
+    # compensated reducer (NeumaierReducer) for its partials' fold and adds each segment plain inside.
     x = make_input(shape, torch.float32, "cuda")
-    dim = None if len(shape) == 1 else 1
     names = cuda_kernels_run(lambda: reduce_ops.sum(x, dim))
     reducers = [a[2] for a in launches_of(names, kernel)]
     assert reducers and all(("PlainReducer" in r) == plain for r in reducers), names

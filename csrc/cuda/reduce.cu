@@ -529,7 +529,7 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
 // rows win: 2048 x 4096 bfloat16 (16 MB) 10.70 -> 11.30 us by this kernel, where 2048 x 1024
 // float32 (8 MB) gained (8.47 -> 6.99).
 template <typename In, typename Out, typename R>
-bool launch_cols_few(const In* x, Out* out, const ReduceGeometry& g, const R& r, cudaStream_t stream) {
+bool launch_cols_few(const In* x, Out* out, const ReduceGeometry& g, const R&, cudaStream_t stream) {
   constexpr int kVec = kMaxVec<In>;
   constexpr int64_t kMaxBytes = int64_t{8} << 20;
   const int64_t col_packs = g.inner / kVec;
@@ -538,12 +538,18 @@ bool launch_cols_few(const In* x, Out* out, const ReduceGeometry& g, const R& r,
     return false;
   }
   const ColsFewArgs a{g.outer_stride, g.reduced_stride, static_cast<int>(g.reduced), static_cast<int>(col_packs)};
+  // Every row is loaded in one round and folded as one tree, so a compensated sum adds plain
+  // (TreeReducer), as the row kernels' one-round rows. H200, CUDA graph, float32 sums over dim 0,
+  // us, compensated -> plain (h200_study/session82.txt, section 4): 512 x 2048 4.73 -> 4.17, 2048
+  // x 256 3.55 -> 3.25, 1024 x 128 2.76 -> 2.67 (torch.compile 3.60), 64 x 4096 2.30 -> 2.22.
+  using Tree = typename TreeReducer<R>::type;
   auto launch = [&](auto bx_tag, auto by_tag, auto packs_tag) {
     constexpr int kBx = decltype(bx_tag)::value, kBy = decltype(by_tag)::value, kPacks = decltype(packs_tag)::value;
-    const auto kernel = reduce_cols_few_kernel<In, Out, R, kBx, kBy, kPacks>;
+    const auto kernel = reduce_cols_few_kernel<In, Out, Tree, kBx, kBy, kPacks>;
     const int64_t tiles = ceil_div(col_packs, kBx);
     if (g.outer * tiles > sm_count() * resident_blocks(kernel, kBx * kBy, 0)) return false;
-    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(g.outer)), kBx * kBy, 0, stream>>>(x, out, a, r);
+    kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(g.outer)), kBx * kBy, 0, stream>>>(x, out, a,
+                                                                                                       Tree{});
     return true;
   };
   if (g.reduced <= 4) return launch(Int<32>{}, Int<1>{}, Int<4>{});

@@ -744,8 +744,9 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
     const V none = r.finish(R::identity());  // 0 for sums, -inf for max: rows past the end
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      // Each 4 rows pairwise in the value type, then one step of the reducer (a compensated sum
-      // pays its error-free addition once per 4 rows, as reduce_cols_kernel), then a tree.
+      // Each 4 rows pairwise in the value type, then one step of the reducer, then a tree (the
+      // launcher runs the tree's reducer, so a sum adds plain here; reduce_cols_kernel's
+      // compensated sums pay their error-free addition so, once per 4 rows).
       Acc quads[kPacks / 4];
 #pragma unroll
       for (int q = 0; q < kPacks / 4; ++q) {
