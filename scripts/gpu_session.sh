@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine session in one command: build for sm_90, then the stages named in $@
 # (smoke, test, sanitize, accuracy, tune, bench, ncu, ab), each writing its log under $OUT. Prints a
-# short summary last. TESTS selects test files (default: all), BENCH_ARGS adds bench.py options.
+# short summary last. TESTS selects test files (default: all), BENCH_ARGS adds bench.py options,
+# SANITIZERS and SANITIZE_PARTS the sanitize stage's tools and sanitize_cases.py parts (default: all).
 # AB_REF names a second source tree (e.g. `git archive` of the base commit) that "ab" builds in
 # place and benchmarks beside this one (AB_ARGS: bench.py options for both runs).
 #   TESTS="tests/test_reduce.py" bash scripts/gpu_session.sh smoke test
@@ -42,10 +43,13 @@ for stage in "$@"; do
       done
       grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40 ;;
     sanitize)
+      # A part a run: the whole script under racecheck ran past 300 s (H200, session 82).
       for tool in ${SANITIZERS:-memcheck racecheck}; do
-        PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 \
-          python3 scripts/sanitize_cases.py > "$OUT/sanitize_$tool.log" 2>&1
-        summary+=("sanitizer $tool rc=$?: $(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)")
+        for part in ${SANITIZE_PARTS:-reductions rows}; do
+          PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 280 compute-sanitizer --tool $tool --error-exitcode 9 \
+            python3 scripts/sanitize_cases.py $part > "$OUT/sanitize_${tool}_$part.log" 2>&1
+          summary+=("sanitizer $tool $part rc=$?: $(grep -E '(ERROR|RACECHECK) SUMMARY' "$OUT/sanitize_${tool}_$part.log" | tail -1)")
+        done
       done ;;
     accuracy)
       python3 scripts/accuracy_report.py --json "$OUT/accuracy.json" > "$OUT/accuracy.log" 2>&1

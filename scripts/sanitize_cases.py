@@ -7,9 +7,15 @@ strategy, forced through REDUCE_OPS_STRATEGY (a strategy that cannot run a shape
 the automatic choice), plus once automatic:
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool racecheck python scripts/sanitize_cases.py rows
+
+Arguments name the parts to run, `reductions` (sum, amax) and `rows` (softmax, ReduceScale and
+softmax_backward over rows and inner dims); none runs both. Racecheck is slower than memcheck: the
+whole script under it ran past 300 s on an H200 (session 82), so run it a part a call. Without a
+GPU the same cases run on the CPU kernels, which checks the script itself.
 """
 import os
+import sys
 
 import torch
 
@@ -18,7 +24,11 @@ import reduce_ops
 # The row dispatcher's strategies (csrc/cuda/softmax_launch.h); None is the automatic choice.
 ROW_STRATEGIES = [None, "warp", "block", "cluster_row", "cluster", "smem", "split"]
 
-dev = "cuda"
+PARTS = set(sys.argv[1:]) or {"reductions", "rows"}
+if not PARTS <= {"reductions", "rows"}:
+    raise SystemExit(f"unknown parts {sorted(PARTS - {'reductions', 'rows'})}: reductions, rows")
+DTYPES = [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]
+dev = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 bad = []
 
@@ -44,7 +54,7 @@ def check_row_ops(tag, rows, cols, dtype, tol):
     check(f"softmax_backward {tag}", reduce_ops.softmax_backward(g, y, -1), ref, tol)
 
 
-for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64, 1e-10)]:
+for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # Reductions: few-rows blocks (few short aligned rows: 1024 whole, 64 x 100 and 64 x 500 in
     # 4- and 8-byte types with one warp, 16 x 1536 and 4 x 4096 with 4 and 8), short rows
     # (1001 x 128; 1001 x 48, lanes past the row), group rows (4..32 lanes), block rows (300 rows
@@ -130,6 +140,8 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
     xo = torch.randn(64 * 37 + 1, device=dev, dtype=dtype)[1:].view(64, 37)
     check(f"sum {dtype} unaligned", reduce_ops.sum(xo, 1), xo.double().sum(1), tol * 10)
     check(f"sum {dtype} strided", reduce_ops.sum(xo.t(), 1), xo.double().sum(0), tol * 10)
+
+for dtype, tol in DTYPES if "rows" in PARTS else []:
     # Softmax / ReduceScale / backward under every row strategy: warp (small groups, packs 1..8),
     # block and cluster (registers; 70000 gives clusters of 4 or 8 blocks), shared memory, split
     # rows; 201, 9001 and 30001 (and 16-bit 300) are unaligned: the forward's scalar smem and split
@@ -272,7 +284,7 @@ for dtype, tol in [(torch.float32, 1e-4), (torch.bfloat16, 3e-2), (torch.float64
 
 # 16-bit rows widened to a float32 output (8-byte packs held as floats): the block kernel's
 # unguarded loads (a pack past the row reads the row's first), one and several rows per block.
-for strategy, waves in [("block", None), ("block", "1"), ("cluster", None)]:
+for strategy, waves in [("block", None), ("block", "1"), ("cluster", None)] if "rows" in PARTS else []:
     os.environ["REDUCE_OPS_STRATEGY"] = strategy
     if waves:
         os.environ["REDUCE_OPS_ROW_WAVES"] = waves
@@ -281,8 +293,9 @@ for strategy, waves in [("block", None), ("block", "1"), ("cluster", None)]:
         check(f"softmax {strategy} waves={waves} bfloat16->float32 {rows}x{cols}",
               reduce_ops.softmax(x, -1, dtype=torch.float32), torch.softmax(x.double(), -1), 1e-4)
     os.environ.pop("REDUCE_OPS_ROW_WAVES", None)
-os.environ.pop("REDUCE_OPS_STRATEGY")
+os.environ.pop("REDUCE_OPS_STRATEGY", None)
 
-torch.cuda.synchronize()
+if dev == "cuda":
+    torch.cuda.synchronize()
 print(f"{len(bad)} wrong results", *bad, sep="\n  ")
 raise SystemExit(1 if bad else 0)
