@@ -463,7 +463,9 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
     // 8 and 16: one more trip to memory, which CUDA graphs of small inputs show. H200, us, CUDA
     // graph (h200_study/session82.txt, section 6): bfloat16 amax 1024 x 128 2.57 -> 2.05 (torch.compile
     // 2.0), 1024 x 64 2.45 -> 2.02; float32 sum 1024 x 64 3.05 -> 2.04, amax 2.54 -> 2.03; the
-    // large inputs even (442368 x 128, 1048576 x 64: 0.985-1.001).
+    // large inputs even (442368 x 128, 1048576 x 64: 0.985-1.001). The select of 16-bit packs goes
+    // a value at a time (48 PRMTs in the bfloat16 amax of 16 lanes); session82.txt section 8 has a
+    // form that selects whole 16-byte words, not yet timed.
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       v[j] = identity_pack<In>(r);
