@@ -454,38 +454,30 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
   if (warp_first_row >= a.rows) return;  // the whole warp: no lane of it is left for a shuffle
   const int64_t row0 = group * kRows;
   const bool lane_in_row = lane < a.cols / kVec;
+  // Where a lane takes 4 rows, a pack past the rows or the row is the identity's and every pack
+  // folds. With each fold under its load's condition, ptxas put row 0's fold, and its wait for
+  // the load, before the other rows' loads in the 16-bit maxes and in the float32 rows of lane
+  // groups of 8 and 16: one more trip to memory, which CUDA graphs of small inputs show. H200,
+  // us, CUDA graph (h200_study/session82.txt, section 6): bfloat16 amax 1024 x 128 2.57 -> 2.05
+  // (torch.compile 2.0), 1024 x 64 2.45 -> 2.02; float32 sum 1024 x 64 3.05 -> 2.04, amax 2.54
+  // -> 2.03; the large inputs even (442368 x 128, 1048576 x 64: 0.985-1.001). The select of
+  // 16-bit packs goes a value at a time (48 PRMTs in the bfloat16 amax of 16 lanes);
+  // session82.txt section 8 has a form that selects whole 16-byte words, not yet timed. 8 rows a
+  // lane (groups of 4) keep each fold under its load's condition: the identity packs made 16-bit
+  // rows slower there (bfloat16 amax 1024 x 32 2.38 -> 3.01 us in a CUDA graph, sum 2097152 x 32
+  // 39.8 -> 43.3), float32 even.
+  constexpr bool kFoldAll = kRows <= 4;
   P v[kRows];
-  V acc[kRows];
-  if constexpr (kRows <= 4) {
-    // A pack past the rows or the row is the identity's, and every pack folds. With each fold
-    // under its load's condition (below), ptxas put row 0's fold, and its wait for the load,
-    // before the other rows' loads in the 16-bit maxes and in the float32 rows of lane groups of
-    // 8 and 16: one more trip to memory, which CUDA graphs of small inputs show. H200, us, CUDA
-    // graph (h200_study/session82.txt, section 6): bfloat16 amax 1024 x 128 2.57 -> 2.05 (torch.compile
-    // 2.0), 1024 x 64 2.45 -> 2.02; float32 sum 1024 x 64 3.05 -> 2.04, amax 2.54 -> 2.03; the
-    // large inputs even (442368 x 128, 1048576 x 64: 0.985-1.001). The select of 16-bit packs goes
-    // a value at a time (48 PRMTs in the bfloat16 amax of 16 lanes); session82.txt section 8 has a
-    // form that selects whole 16-byte words, not yet timed.
 #pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      v[j] = identity_pack<In>(r);
-      if (lane_in_row && row0 + j < a.rows) v[j] = *reinterpret_cast<const P*>(x + (row0 + j) * a.outer_stride + lane * kVec);
-    }
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) acc[j] = pack_value(v[j], r);
-  } else {
-    // 8 rows a lane (groups of 4) keep each fold under its load's condition: the identity packs
-    // made 16-bit rows slower there (bfloat16 amax 1024 x 32 2.38 -> 3.01 us in a CUDA graph,
-    // sum 2097152 x 32 39.8 -> 43.3), float32 even.
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) {
-      if (lane_in_row && row0 + j < a.rows) v[j] = *reinterpret_cast<const P*>(x + (row0 + j) * a.outer_stride + lane * kVec);
-    }
-    // The identity of the reducer's fold, as a Value (0 for sums, -inf for max).
-    const V identity = r.finish(R::identity());
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) acc[j] = (lane_in_row && row0 + j < a.rows) ? pack_value(v[j], r) : identity;
+  for (int j = 0; j < kRows; ++j) {
+    if constexpr (kFoldAll) v[j] = identity_pack<In>(r);
+    if (lane_in_row && row0 + j < a.rows) v[j] = *reinterpret_cast<const P*>(x + (row0 + j) * a.outer_stride + lane * kVec);
   }
+  // The identity of the reducer's fold, as a Value (0 for sums, -inf for max).
+  const V identity = r.finish(R::identity());
+  V acc[kRows];
+#pragma unroll
+  for (int j = 0; j < kRows; ++j) acc[j] = (kFoldAll || (lane_in_row && row0 + j < a.rows)) ? pack_value(v[j], r) : identity;
   const auto fold = [&r](V p, V q) { return r.reduce(p, q); };
 #pragma unroll
   for (int mask = kWidth / 2; mask > 0; mask /= 2) {
