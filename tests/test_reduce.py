@@ -876,6 +876,16 @@ def _hard_sum_inputs(n, device):
             "cancel": cancel.float().to(device), "constant": torch.full((n,), 0.1, device=device)}
 
 
+def assert_float32_sum_within(x, dim, ulps):
+    """reduce_ops.sum(x, dim, dtype=float32) is within ulps * u * sum|x| (u = 2^-24) of the float64
+    sum, for every result."""
+    dims = dim if dim is not None else ()
+    ref = x.double().sum(dims)
+    bound = ulps * 2.0 ** -24 * x.double().abs().sum(dims)
+    err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()
+    assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
+
+
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
 @pytest.mark.parametrize("view", ["flat", "rows", "cols"])
@@ -888,10 +898,7 @@ def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     # inputs with dtype=torch.float32 too.
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0)}[view]
-    ref = x.double().sum(dim if dim is not None else ())
-    bound = 8 * 2.0 ** -24 * x.double().abs().sum(dim if dim is not None else ())
-    err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()
-    assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
+    assert_float32_sum_within(x, dim, 8)
 
 
 @requires_cuda
@@ -908,11 +915,7 @@ def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     # sum|x| a row, depth <= ceil(log2(cols)) + 4.
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x = x[: x.numel() // cols * cols].view(-1, cols)
-    ref = x.double().sum(1)
-    depth = math.ceil(math.log2(cols)) + 4
-    bound = depth * 2.0 ** -24 * x.double().abs().sum(1)
-    err = (reduce_ops.sum(x, 1, dtype=torch.float32).double() - ref).abs()
-    assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
+    assert_float32_sum_within(x, 1, math.ceil(math.log2(cols)) + 4)
 
 
 @requires_cuda
@@ -934,14 +937,9 @@ def test_few_row_and_one_round_split_sums_are_within_their_tree_depth(kind, view
               "rows64": (x[:1 << 18].view(64, -1), 1), "flat2^14": (x[:1 << 14], None),
               "flat2^20": (x[:1 << 20], None), "cols1024": (x[:1 << 17].view(1024, -1), 0),
               "cols64": (x[:1 << 18].view(64, -1), 0)}[view]
-    dims = dim if dim is not None else ()
-    ref = x.double().sum(dims)
     n = x.numel() if dim is None else x.shape[dim]  # the values summed into one result
     segment = min(n, 2048 * (16 // x.element_size()))
-    depth = math.ceil(math.log2(segment)) + 4 + (2 if n > segment else 0)
-    bound = depth * 2.0 ** -24 * x.double().abs().sum(dims)
-    err = (reduce_ops.sum(x, dim, dtype=torch.float32).double() - ref).abs()
-    assert (err <= bound).all(), f"error {err.max().item():.3g} > {bound.min().item():.3g}"
+    assert_float32_sum_within(x, dim, math.ceil(math.log2(segment)) + 4 + (2 if n > segment else 0))
 
 
 @requires_cuda
