@@ -182,18 +182,21 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     return launch(Int<8>{}, Int<4>{});
   }
   if (a.aligned && a.inner == 1 && packs <= 32 && !forced.is("block") && !forced.is("group")) {
-    // Short aligned rows: a pack per lane per row, 4 rows in flight per lane (8 for groups of 4
-    // lanes). H200, 442368 x 128: 8 rows for 32-lane groups took float32 amax from 85% to 68% of
-    // copy and left bfloat16 at 71%.
-    auto rows = [&](auto width_tag, auto rows_tag) {
-      constexpr int kWidth = decltype(width_tag)::value, kRows = decltype(rows_tag)::value;
-      reduce_short_rows_kernel<In, Out, R, kWidth, kRows>
-          <<<ceil_div(a.rows, kRows * (kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
+    // Short aligned rows: a pack per lane per row, 4 rows in flight per lane (kShortRows). H200,
+    // 442368 x 128: 8 rows for 32-lane groups took float32 amax from 85% to 68% of copy and left
+    // bfloat16 at 71%. Groups of 4 lanes took 8 rows until session 83; 4 rows, us (CUDA graphs
+    // for the small ones; h200_study/session83.txt section 1): bfloat16 amax 1024 x 32 2.40 ->
+    // 2.00, sum 2.47 -> 2.01; float32 sum 8192 x 16 2.85 -> 2.13; 4194304 x 16 float32 amax 78.2
+    // -> 69.6, bfloat16 46.6 -> 40.0; 2097152 x 32 bfloat16 amax 38.4 -> 39.2, its one loss.
+    auto rows = [&](auto width_tag) {
+      constexpr int kWidth = decltype(width_tag)::value;
+      reduce_short_rows_kernel<In, Out, R, kWidth>
+          <<<ceil_div(a.rows, kShortRows * (kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
     };
-    if (packs <= 4) return rows(Int<4>{}, Int<8>{});
-    if (packs <= 8) return rows(Int<8>{}, Int<4>{});
-    if (packs <= 16) return rows(Int<16>{}, Int<4>{});
-    return rows(Int<32>{}, Int<4>{});
+    if (packs <= 4) return rows(Int<4>{});
+    if (packs <= 8) return rows(Int<8>{});
+    if (packs <= 16) return rows(Int<16>{});
+    return rows(Int<32>{});
   }
   if (!forced.is("block")) {
     if (packs <= 16) return group(Int<4>{}, Int<4>{});

@@ -3,8 +3,8 @@
 //   reduce_few_rows_kernel    few aligned rows of at most 1024 packs (up to two per SM): a block of
 //                             1, 4 or 8 warps per row, every pack loaded at once, latency first
 //                             (small tensors reduced whole).
-//   reduce_short_rows_kernel  aligned rows of at most 32 packs: kWidth lanes take kRows rows at
-//                             once, a pack of each per lane.
+//   reduce_short_rows_kernel  aligned rows of at most 32 packs: kWidth lanes take 4 rows at once,
+//                             a pack of each per lane.
 //   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
 //                             rows and medium rows (up to 32 x 32 packs).
 //   reduce_rows_block_kernel  one block per row: long rows, many of them.
@@ -436,57 +436,59 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_rows_group_kernel(const In* __res
 }
 
 // Short aligned rows (a.aligned, one segment per row, plain rows: inner == 1), at most kWidth
-// packs each: a group of kWidth lanes takes kRows consecutive rows at once, a pack of each row
-// per lane, so kRows loads are in flight per lane before the first shuffle; the grid covers
-// every row, no loop. A row is folded as one pairwise tree (within each pack, then across the
-// lanes: depth <= 8, error <= 8 u sum|x|) in the reducer's Value type: compensation pays off
+// packs each: a group of kWidth lanes takes kShortRows consecutive rows at once, a pack of each
+// row per lane, so kShortRows loads are in flight per lane before the first shuffle; the grid
+// covers every row, no loop. A row is folded as one pairwise tree (within each pack, then across
+// the lanes: depth <= 8, error <= 8 u sum|x|) in the reducer's Value type: compensation pays off
 // only along a thread's long sequential sums, and here it cost 22% (442368 x 128 float32).
-template <typename In, typename Out, typename R, int kWidth, int kRows>
+constexpr int kShortRows = 4;
+template <typename In, typename Out, typename R, int kWidth>
 __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                  RowsArgs a, R r) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
   constexpr int kVec = kMaxVec<In>;
   using P = Pack<In, kVec>;
+  static_assert(sizeof(P) == sizeof(uint4), "16-byte packs");
   using V = typename R::Value;
   const int lane = threadIdx.x % kWidth;
   const int64_t group = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWidth;
-  const int64_t warp_first_row = (group - threadIdx.x % kWarpSize / kWidth) * kRows;
+  const int64_t warp_first_row = (group - threadIdx.x % kWarpSize / kWidth) * kShortRows;
   if (warp_first_row >= a.rows) return;  // the whole warp: no lane of it is left for a shuffle
-  const int64_t row0 = group * kRows;
+  const int64_t row0 = group * kShortRows;
   const bool lane_in_row = lane < a.cols / kVec;
-  // Where a lane takes 4 rows, a pack past the rows or the row is the identity's and every pack
-  // folds. With each fold under its load's condition, ptxas put row 0's fold, and its wait for
-  // the load, before the other rows' loads in the 16-bit maxes and in the float32 rows of lane
-  // groups of 8 and 16: one more trip to memory, which CUDA graphs of small inputs show. H200,
-  // us, CUDA graph (h200_study/session82.txt, section 6): bfloat16 amax 1024 x 128 2.57 -> 2.05
-  // (torch.compile 2.0), 1024 x 64 2.45 -> 2.02; float32 sum 1024 x 64 3.05 -> 2.04, amax 2.54
-  // -> 2.03; the large inputs even (442368 x 128, 1048576 x 64: 0.985-1.001). The select of
-  // 16-bit packs goes a value at a time (48 PRMTs in the bfloat16 amax of 16 lanes);
-  // session82.txt section 8 has a form that selects whole 16-byte words, not yet timed. 8 rows a
-  // lane (groups of 4) keep each fold under its load's condition: the identity packs made 16-bit
-  // rows slower there (bfloat16 amax 1024 x 32 2.38 -> 3.01 us in a CUDA graph, sum 2097152 x 32
-  // 39.8 -> 43.3), float32 even.
-  constexpr bool kFoldAll = kRows <= 4;
-  P v[kRows];
+  // Every row's pack starts as the identity's, as one 16-byte word, and is loaded over it under
+  // the row's condition; then every pack folds. With each fold under its load's condition,
+  // ptxas put row 0's fold, and its wait for the load, before the other rows' loads (16-bit
+  // maxes, float32 rows of lane groups of 8 and 16): one more trip to memory, which CUDA graphs
+  // of small inputs show. With the select made on 16-bit values rather than on the word, it went
+  // a value at a time (48 PRMTs in the bfloat16 amax of 16 lanes, where the word takes 1), the
+  // same speed in more instructions. H200, us, CUDA graph (h200_study/session82.txt section 6):
+  // bfloat16 amax 1024 x 128 2.57 -> 2.05 (torch.compile 2.0), float32 sum 1024 x 64 3.05 ->
+  // 2.04; the large inputs even (442368 x 128, 1048576 x 64: 0.985-1.001).
+  const P none = identity_pack<In>(r);
+  uint4 none_word;
+  memcpy(&none_word, &none, sizeof(uint4));
+  P v[kShortRows];
 #pragma unroll
-  for (int j = 0; j < kRows; ++j) {
-    if constexpr (kFoldAll) v[j] = identity_pack<In>(r);
-    if (lane_in_row && row0 + j < a.rows) v[j] = *reinterpret_cast<const P*>(x + (row0 + j) * a.outer_stride + lane * kVec);
+  for (int j = 0; j < kShortRows; ++j) {
+    uint4 w = none_word;
+    if (lane_in_row && row0 + j < a.rows) {
+      w = *reinterpret_cast<const uint4*>(x + (row0 + j) * a.outer_stride + lane * kVec);
+    }
+    memcpy(&v[j], &w, sizeof(uint4));
   }
-  // The identity of the reducer's fold, as a Value (0 for sums, -inf for max).
-  const V identity = r.finish(R::identity());
-  V acc[kRows];
+  V acc[kShortRows];
 #pragma unroll
-  for (int j = 0; j < kRows; ++j) acc[j] = (kFoldAll || (lane_in_row && row0 + j < a.rows)) ? pack_value(v[j], r) : identity;
+  for (int j = 0; j < kShortRows; ++j) acc[j] = pack_value(v[j], r);
   const auto fold = [&r](V p, V q) { return r.reduce(p, q); };
 #pragma unroll
   for (int mask = kWidth / 2; mask > 0; mask /= 2) {
 #pragma unroll
-    for (int j = 0; j < kRows; ++j) acc[j] = fold(acc[j], shfl_xor(acc[j], mask, kWidth));
+    for (int j = 0; j < kShortRows; ++j) acc[j] = fold(acc[j], shfl_xor(acc[j], mask, kWidth));
   }
   // Lane j stores row j: the group's results go out together.
 #pragma unroll
-  for (int j = 0; j < kRows; ++j) {
+  for (int j = 0; j < kShortRows; ++j) {
     if (lane == j % kWidth && row0 + j < a.rows) out[row0 + j] = static_cast<Out>(acc[j]);
   }
 }
