@@ -501,10 +501,11 @@ def test_group_rows_last_round_and_edges(monkeypatch, dtype, cols, offset):
     check_amax(x, -1)
 
 
-# Short aligned rows (reduce_short_rows_kernel: a group of lanes takes several rows at once) whose
-# packs leave lanes of the group idle, and row counts that leave a group's last rows past the end:
-# those lanes and rows must fold the identity, not a pack of zeros or a copy of another pack.
-@pytest.mark.parametrize("packs", [1, 3, 5, 12, 24, 31])
+# Short aligned rows (reduce_short_rows_kernel: a group of 1-32 lanes takes several rows at once)
+# whose packs leave lanes of the group idle, and row counts that leave a group's last rows past
+# the end: those lanes and rows must fold the identity, not a pack of zeros or a copy of another
+# pack. Rows of 1 and 2 packs take groups of 1 and 2 lanes.
+@pytest.mark.parametrize("packs", [1, 2, 3, 5, 12, 24, 31])
 @pytest.mark.parametrize("rows", [1001, 4099])
 def test_short_rows_idle_lanes_and_rows(device, dtype, packs, rows):
     x = make_input((rows, packs * (16 // dtype.itemsize)), dtype, device)

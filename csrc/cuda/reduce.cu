@@ -182,17 +182,24 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     return launch(Int<8>{}, Int<4>{});
   }
   if (a.aligned && a.inner == 1 && packs <= 32 && !forced.is("block") && !forced.is("group")) {
-    // Short aligned rows: a pack per lane per row, 4 rows in flight per lane (kShortRows). H200,
-    // 442368 x 128: 8 rows for 32-lane groups took float32 amax from 85% to 68% of copy and left
-    // bfloat16 at 71%. Groups of 4 lanes took 8 rows until session 83; 4 rows, us (CUDA graphs
-    // for the small ones; h200_study/session83.txt section 1): bfloat16 amax 1024 x 32 2.40 ->
-    // 2.00, sum 2.47 -> 2.01; float32 sum 8192 x 16 2.85 -> 2.13; 4194304 x 16 float32 amax 78.2
-    // -> 69.6, bfloat16 46.6 -> 40.0; 2097152 x 32 bfloat16 amax 38.4 -> 39.2, its one loss.
+    // Short aligned rows: a pack per lane per row, 4 rows in flight per lane (kShortRows), 1 to 32
+    // lanes a row. H200, 442368 x 128: 8 rows for 32-lane groups took float32 amax from 85% to
+    // 68% of copy and left bfloat16 at 71%. Session 83 (h200_study/session83.txt), us, CUDA
+    // graphs for the small ones: groups of 4 lanes at 4 rows a lane, not 8 (section 1): bfloat16
+    // amax 1024 x 32 2.40 -> 2.00, float32 sum 8192 x 16 2.85 -> 2.13, 4194304 x 16 float32 amax
+    // 78.2 -> 69.6. The block's groups taking its rows in turn, so each load reads consecutive
+    // rows (section 2): bfloat16 2097152 x 32 sum 39.4 -> 35.4 (torch.compile 35.9), amax 38.9 ->
+    // 35.5 (37.9); 4194304 x 16 sum 43.8 -> 37.1; float32 8388608 x 8 amax 87.7 -> 77.9 (77.6).
+    // Rows of 1 and 2 packs on 1 and 2 lanes, where groups of 4 left lanes idle: bfloat16 8388608 x
+    // 8 sum 68.2 -> 44.1 (44.8), amax 56.2 -> 44.1 (44.9); float32 16777216 x 4 amax 101.3 ->
+    // 84.3 (84.3); bfloat16 4194304 x 16 sum 37.1 -> 35.7 (35.7).
     auto rows = [&](auto width_tag) {
       constexpr int kWidth = decltype(width_tag)::value;
       reduce_short_rows_kernel<In, Out, R, kWidth>
           <<<ceil_div(a.rows, kShortRows * (kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
     };
+    if (packs <= 1) return rows(Int<1>{});
+    if (packs <= 2) return rows(Int<2>{});
     if (packs <= 4) return rows(Int<4>{});
     if (packs <= 8) return rows(Int<8>{});
     if (packs <= 16) return rows(Int<16>{});

@@ -436,25 +436,30 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_rows_group_kernel(const In* __res
 }
 
 // Short aligned rows (a.aligned, one segment per row, plain rows: inner == 1), at most kWidth
-// packs each: a group of kWidth lanes takes kShortRows consecutive rows at once, a pack of each
-// row per lane, so kShortRows loads are in flight per lane before the first shuffle; the grid
-// covers every row, no loop. A row is folded as one pairwise tree (within each pack, then across
-// the lanes: depth <= 8, error <= 8 u sum|x|) in the reducer's Value type: compensation pays off
-// only along a thread's long sequential sums, and here it cost 22% (442368 x 128 float32).
+// packs each (kWidth of 1 to 32 lanes): a group of kWidth lanes takes kShortRows rows at once, a
+// pack of each row per lane, so kShortRows loads are in flight per lane before the first
+// shuffle; the grid covers every row, no loop. The block's groups take its rows in turn (row
+// first + j x kGroups for j < kShortRows, as row_norm_rows_kernel), so that each of the block's
+// loads reads consecutive rows. A row is folded as one pairwise tree (within each pack, then
+// across the lanes: depth <= 8, error <= 8 u sum|x|) in the reducer's Value type: compensation
+// pays off only along a thread's long sequential sums, and here it cost 22% (442368 x 128
+// float32).
 constexpr int kShortRows = 4;
 template <typename In, typename Out, typename R, int kWidth>
 __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                  RowsArgs a, R r) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
   constexpr int kVec = kMaxVec<In>;
+  constexpr int kGroups = kBlock / kWidth;
   using P = Pack<In, kVec>;
   static_assert(sizeof(P) == sizeof(uint4), "16-byte packs");
   using V = typename R::Value;
   const int lane = threadIdx.x % kWidth;
-  const int64_t group = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWidth;
-  const int64_t warp_first_row = (group - threadIdx.x % kWarpSize / kWidth) * kShortRows;
-  if (warp_first_row >= a.rows) return;  // the whole warp: no lane of it is left for a shuffle
-  const int64_t row0 = group * kShortRows;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * (kGroups * kShortRows) + threadIdx.x / kWidth;
+  // The warp's first row is its first group's row 0: past the end, so are all of the warp's rows
+  // (no lane of it is left for a shuffle).
+  if (first - threadIdx.x % kWarpSize / kWidth >= a.rows) return;
+  const auto row = [&](int j) { return first + j * kGroups; };
   const bool lane_in_row = lane < a.cols / kVec;
   // Every row's pack starts as the identity's, as one 16-byte word, and is loaded over it under
   // the row's condition; then every pack folds. With each fold under its load's condition,
@@ -472,9 +477,7 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
 #pragma unroll
   for (int j = 0; j < kShortRows; ++j) {
     uint4 w = none_word;
-    if (lane_in_row && row0 + j < a.rows) {
-      w = *reinterpret_cast<const uint4*>(x + (row0 + j) * a.outer_stride + lane * kVec);
-    }
+    if (lane_in_row && row(j) < a.rows) w = *reinterpret_cast<const uint4*>(x + row(j) * a.outer_stride + lane * kVec);
     memcpy(&v[j], &w, sizeof(uint4));
   }
   V acc[kShortRows];
@@ -486,10 +489,10 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
 #pragma unroll
     for (int j = 0; j < kShortRows; ++j) acc[j] = fold(acc[j], shfl_xor(acc[j], mask, kWidth));
   }
-  // Lane j stores row j: the group's results go out together.
+  // Lane j of a group stores its row j.
 #pragma unroll
   for (int j = 0; j < kShortRows; ++j) {
-    if (lane == j % kWidth && row0 + j < a.rows) out[row0 + j] = static_cast<Out>(acc[j]);
+    if (lane == j % kWidth && row(j) < a.rows) out[row(j)] = static_cast<Out>(acc[j]);
   }
 }
 
