@@ -58,20 +58,22 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # Reductions: few-rows blocks (few short aligned rows: 1024 whole, 64 x 100 and 64 x 500 in
     # 4- and 8-byte types with one warp, 16 x 1536 and 4 x 4096 with 4 and 8), short rows
     # (1001 x 128; 1001 x 48, lanes past the row; 1001 x 16 and 1001 x 8, groups of 1-4 lanes),
-    # group rows (4..32 lanes), block rows (300 rows of 4096 and 4001: one round a thread, added
-    # plain; of 8192: two rounds), split rows of one round a segment (few long aligned rows, whole
-    # tensors; segments past the row's packs load its last one) and of any length (70001,
-    # 140001), small columns read whole by a block (every block shape: 4, 8, 16, 64, 300 and 2000
-    # rows; 3 x 64 x 40 over dim 1), columns with and without a split, strided rows, an unaligned
-    # start. Many rows of one block round (4300 x 3200 float32, 4300 x 4608 bfloat16: 800 and 576
-    # packs), and long rows on blocks of 512 threads, the last round partial (1100 x 12292
-    # float32, 1100 x 24584 bfloat16).
+    # tiny rows (1001 x 3: shorter than a pack, a thread a pack's worth of rows), staged rows
+    # (1001 x 13 in float32: a block's rows through shared memory), group rows
+    # (4..32 lanes), block rows (300 rows of 4096 and 4001: one round a thread, added plain; of
+    # 8192: two rounds), split rows of one round a segment (few long aligned rows, whole tensors;
+    # segments past the row's packs load its last one) and of any length (70001, 140001), small
+    # columns read whole by a block (every block shape: 4, 8, 16, 64, 300 and 2000 rows; 3 x 64 x
+    # 40 over dim 1), columns with and without a split, strided rows, an unaligned start. Many
+    # rows of one block round (4300 x 3200 float32, 4300 x 4608 bfloat16: 800 and 576 packs), and
+    # long rows on blocks of 512 threads, the last round partial (1100 x 12292 float32, 1100 x
+    # 24584 bfloat16).
     wide = {torch.float32: [((4300, 3200), -1), ((1100, 12292), -1)],
             torch.bfloat16: [((4300, 4608), -1), ((1100, 24584), -1)]}.get(dtype, [])
     for shape, dim in wide + [((1024,), None), ((64, 13), -1), ((64, 100), -1), ((64, 500), -1), ((16, 1536), -1),
                        ((4, 4096), -1), ((1001, 128), -1), ((1001, 48), -1), ((1001, 16), -1), ((1001, 8), -1),
-                       ((8, 3000), -1), ((2, 70000), -1), ((3, 70001), -1), ((300, 4096), -1), ((300, 4001), -1),
-                       ((300, 8192), -1),
+                       ((1001, 3), -1), ((1001, 13), -1), ((8, 3000), -1), ((2, 70000), -1), ((3, 70001), -1),
+                       ((300, 4096), -1), ((300, 4001), -1), ((300, 8192), -1),
                        ((140000,), None), ((140001,), None), ((4, 256), 0), ((8, 128), 0), ((16, 12), 0),
                        ((64, 72), 0), ((300, 64), 0), ((2000, 32), 0), ((3, 64, 40), 1), ((5000, 8), 0),
                        ((40, 7, 9), (0, 2))]:

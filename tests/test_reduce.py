@@ -515,6 +515,55 @@ def test_short_rows_idle_lanes_and_rows(device, dtype, packs, rows):
     check_amax(y, -1)
 
 
+# Dense rows shorter than a 16-byte pack (reduce_tiny_rows_kernel on CUDA: a thread takes a pack's
+# worth of rows, the last ones under a pack element by element): every such length, row counts
+# around a thread's share and past a block's, the same rows from a start off 16 bytes and as a
+# slice with a longer row stride (the other kernels' paths), and the values a fold must keep.
+@pytest.mark.parametrize("rows", [1, 7, 8, 9, 1001, 4099, 65537])
+def test_tiny_rows(device, dtype, rows):
+    per_pack = 16 // dtype.itemsize
+    for cols in range(1, per_pack):  # 1: a dim reduce_geometry drops (no row), for the other paths
+        x = make_input((rows, cols), dtype, device)
+        if device == "cuda" and cols > 1:
+            assert launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_tiny_rows_kernel")
+        check_reductions(x, -1)
+        check_amax(-x.abs() - 1, -1)  # every value negative: a pad of zeros folded in would win the max
+        check_sum(x.view(1, rows, cols), 2, keepdim=True)
+        flat = make_input((rows * cols + 1,), dtype, device)
+        check_reductions(flat[1:].view(rows, cols), -1)
+        check_reductions(make_input((rows, cols + 1), dtype, device)[:, :cols], -1)
+        y = x.clone()
+        y[rows // 2, cols - 1] = float("nan")
+        y[rows - 1, 0] = float("-inf")
+        check_sum(y, -1)
+        check_amax(y, -1)
+
+
+# Dense rows of 1-4 packs that are not whole packs (reduce_staged_rows_kernel on CUDA for float32:
+# a block stages its 256 rows in shared memory by whole packs, then a thread folds a row; the other
+# types take the group kernel): every such length, the block's last rows partial or whole, the
+# same rows off 16 bytes and as a slice (the other kernels' paths), and the values a fold must keep.
+@pytest.mark.parametrize("rows", [1, 255, 256, 257, 1001, 65537])
+def test_staged_rows(device, dtype, rows):
+    per_pack = 16 // dtype.itemsize
+    for cols in range(per_pack + 1, 4 * per_pack):
+        if cols % per_pack == 0:
+            continue
+        x = make_input((rows, cols), dtype, device)
+        if device == "cuda":
+            staged = launches_of(cuda_kernels_run(lambda: reduce_ops.amax(x, -1)), "reduce_staged_rows_kernel")
+            assert bool(staged) == (dtype == torch.float32)
+        check_reductions(x, -1)
+        check_amax(-x.abs() - 1, -1)
+        check_reductions(make_input((rows * cols + 1,), dtype, device)[1:].view(rows, cols), -1)
+        check_sum(make_input((rows, cols + 2), dtype, device)[:, 1:cols + 1], -1)
+        y = x.clone()
+        y[rows // 2, cols - 1] = float("nan")
+        y[0, cols // 2] = float("inf")
+        check_sum(y, -1)
+        check_amax(y, -1)
+
+
 # Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a block per
 # row on CUDA (reduce_few_rows_kernel): one warp at 1, 2, 4 or 8 packs a lane up to 256 packs, then
 # 4 or 8 warps of 4 packs a lane up to 1024: every count of packs around those steps, each dtype's

@@ -124,6 +124,18 @@ bool segments_aligned(const In* x, const RowsArgs& a) {
          a.outer_stride % kVec == 0 && (a.inner == 1 || a.inner_stride % kVec == 0);
 }
 
+// Dense rows shorter than a pack, of a 16-byte aligned x (reduce_tiny_rows_kernel), kCols = cols
+// (from 2: a reduced dim of 1 is no row, reduce_geometry drops it).
+template <typename In, typename Out, typename R, int kCols = 2>
+void launch_tiny_rows(const In* x, Out* out, const RowsArgs& a, const R& r, cudaStream_t stream) {
+  if constexpr (kCols < kMaxVec<In>) {
+    if (a.cols != kCols) return launch_tiny_rows<In, Out, R, kCols + 1>(x, out, a, r, stream);
+    using Tree = typename TreeReducer<R>::type;
+    reduce_tiny_rows_kernel<In, Out, Tree, kCols><<<ceil_div(ceil_div(a.rows, kMaxVec<In>), kBlock), kBlock, 0, stream>>>(
+        x, out, a.rows, is_aligned(out, 16), Tree{});
+  }
+}
+
 // One work item per row.
 template <typename In, typename Out, typename R>
 void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStream_t stream,
@@ -152,6 +164,32 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
   // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy).
   const bool many_rows = a.rows >= 32 * sm_count();
+  // Rows shorter than a pack, dense (or one row): a thread a pack's worth of rows
+  // (reduce_tiny_rows_kernel). H200, us, the group kernel's unaligned path -> this
+  // (h200_study/session83.txt section 3; torch.compile): bfloat16 16777216 x 4 sum 661 -> 47
+  // (52.7), 16777216 x 2 amax 612 -> 29.9 (35.5), x 7 680 -> 79.4 (80.9); float32 16777216 x 2
+  // sum 434 -> 53.2 (51.3), x 3 amax 412 -> 68.4 (66.9); 4096 x 3 bfloat16 sum in a CUDA graph
+  // 2.46 -> 1.95 (1.44).
+  // Dense float32 rows up to kStagedPacks packs, not whole ones: a block's rows staged in shared
+  // memory by whole packs (reduce_staged_rows_kernel). H200, us, the group kernel's
+  // unaligned path -> this (section 4; torch.compile): float32 4194304 x 5 sum 142.5 -> 44.0
+  // (30.7), x 6 142.6 -> 45.8 (35.6), x 10 144.1 -> 48.4 (46.3), x 15 amax 141.0 -> 65.0 (80.3).
+  // 16-bit rows stay on the group kernel: their 32 slots a thread made bfloat16 amax slower
+  // (4194304 x 12 157 -> 237; sums 170 -> 134), both far behind torch.compile (34 and 28).
+  // float64 rows (3, 5 or 7 values) too: they passed the tests on this kernel, but bench.py has
+  // no float64 inputs to time them with.
+  const bool dense = a.elem_stride == 1 && a.inner == 1 && (a.outer_stride == a.cols || a.rows == 1) &&
+                     is_aligned(x, 16) && !forced.any();
+  if (dense && a.cols >= 2 && a.cols < kMaxVec<In>) return launch_tiny_rows(x, out, a, r, stream);
+  if constexpr (std::is_same_v<In, float>) {
+    if (dense && a.cols % kMaxVec<In> != 0 && a.cols < kStagedPacks * kMaxVec<In>) {
+      using Tree = typename TreeReducer<R>::type;
+      const size_t smem = static_cast<size_t>(kBlock) * a.cols * sizeof(In);
+      reduce_staged_rows_kernel<In, Out, Tree><<<ceil_div(a.rows, kBlock), kBlock, smem, stream>>>(
+          x, out, a.rows, static_cast<int>(a.cols), Tree{});
+      return;
+    }
+  }
   // Few short aligned rows, up to two per SM: a block each (reduce_few_rows_kernel), every pack
   // loaded at once: one warp of up to 8 packs a lane up to 256 packs, then 4 or 8 warps of 4 packs
   // a lane up to 1024. H100, CUDA graph, us, the kernels chosen before -> these

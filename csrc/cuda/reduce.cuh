@@ -5,6 +5,9 @@
 //                             (small tensors reduced whole).
 //   reduce_short_rows_kernel  aligned rows of at most 32 packs: kWidth lanes take 4 rows at once,
 //                             a pack of each per lane.
+//   reduce_tiny_rows_kernel   dense rows shorter than a pack: a thread takes a pack's worth of rows.
+//   reduce_staged_rows_kernel dense float32 rows of 1-4 packs, not whole ones: a block stages
+//                             its rows' span in shared memory by whole packs, a thread folds a row.
 //   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
 //                             rows and medium rows (up to 32 x 32 packs).
 //   reduce_rows_block_kernel  one block per row: long rows, many of them.
@@ -494,6 +497,103 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
   for (int j = 0; j < kShortRows; ++j) {
     if (lane == j % kWidth && row(j) < a.rows) out[row(j)] = static_cast<Out>(acc[j]);
   }
+}
+
+// Rows shorter than a 16-byte pack (kCols < kVec elements), dense (row i at x + i * kCols) from
+// a 16-byte aligned x: kVec rows are kCols whole packs. A thread takes kVec rows, loads their
+// kCols packs (all in flight), folds each row's values in order (at most 7: their error stays
+// under the short rows' tree's) and writes its kVec results, as whole 16-byte words where `out`
+// is 16-byte aligned. The last rows, under kVec, go element by element. Before, these rows took
+// the group kernel's unaligned path a row at a time: H200, bfloat16 sum of 16777216 x 4, 660 us
+// against torch.compile's 52.7, now 47 (h200_study/session83.txt, section 3).
+template <typename In, typename Out, typename R, int kCols>
+__global__ void REDUCE_OPS_GROUP_BOUNDS reduce_tiny_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
+                                                                int64_t rows, bool out_aligned, R r) {
+  constexpr int kVec = kMaxVec<In>;
+  static_assert(kCols >= 2 && kCols < kVec, "rows of 2 or more, shorter than a pack");
+  using P = Pack<In, kVec>;
+  using V = typename R::Value;
+  const int64_t tile = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t row0 = tile * kVec;
+  if (row0 >= rows) return;
+  const bool whole = row0 + kVec <= rows;
+  In v[kVec * kCols];
+  if (whole) {
+    P p[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) p[c] = reinterpret_cast<const P*>(x)[tile * kCols + c];
+    memcpy(v, p, sizeof(p));
+  } else {
+    const In none = static_cast<In>(r.finish(R::identity()));
+    const int64_t n = (rows - row0) * kCols;
+#pragma unroll
+    for (int e = 0; e < kVec * kCols; ++e) v[e] = e < n ? x[row0 * kCols + e] : none;
+  }
+  Pack<Out, kVec> o;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    V acc = static_cast<V>(v[i * kCols]);
+#pragma unroll
+    for (int c = 1; c < kCols; ++c) acc = r.reduce(acc, static_cast<V>(v[i * kCols + c]));
+    o.v[i] = static_cast<Out>(acc);
+  }
+  constexpr int kWords = sizeof(o) % sizeof(uint4) == 0 ? sizeof(o) / sizeof(uint4) : 0;
+  if (kWords > 0 && whole && out_aligned) {
+    uint4 w[kWords > 0 ? kWords : 1];
+    memcpy(w, &o, kWords * sizeof(uint4));
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) reinterpret_cast<uint4*>(out + row0)[k] = w[k];
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    if (row0 + i < rows) out[row0 + i] = o.v[i];
+  }
+}
+
+// Dense rows of kVec + 1 to kStagedPacks x kVec - 1 elements that are not whole packs (row i at
+// x + i * cols, a 16-byte aligned x; float32: launch_rows_unsplit): a block takes
+// kBlock rows, a contiguous span of whole 16-byte packs (kBlock x cols elements), loads it with
+// every thread's packs in flight (at most kStagedPacks a thread) into shared memory, and each
+// thread then folds one row from there as one pairwise tree of 4 x kVec values (the slots past
+// the row the identity). The block's last packs, past a whole one, go element by element.
+// Before, these rows took the group kernel's unaligned path a row at a time: H200, float32 sum
+// of 4194304 x 5, 142.5 us against torch.compile's 30.7, now 44.0 (h200_study/session83.txt,
+// section 4).
+constexpr int kStagedPacks = 4;
+template <typename In, typename Out, typename R>
+__global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
+                                                                    int64_t rows, int cols, R r) {
+  constexpr int kVec = kMaxVec<In>;
+  constexpr int kSlots = kStagedPacks * kVec;
+  using V = typename R::Value;
+  extern __shared__ uint4 staged_words[];
+  In* staged = reinterpret_cast<In*>(staged_words);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlock;
+  const int block_rows = rows - row0 < kBlock ? static_cast<int>(rows - row0) : kBlock;
+  const int n = block_rows * cols;
+  const int packs = n / kVec;
+  const In* span = x + row0 * cols;  // kBlock x cols x sizeof(In) is whole 16-byte packs
+  uint4 w[kStagedPacks];
+#pragma unroll
+  for (int k = 0; k < kStagedPacks; ++k) {
+    const int p = threadIdx.x + k * kBlock;
+    if (p < packs) w[k] = reinterpret_cast<const uint4*>(span)[p];
+  }
+#pragma unroll
+  for (int k = 0; k < kStagedPacks; ++k) {
+    const int p = threadIdx.x + k * kBlock;
+    if (p < packs) staged_words[p] = w[k];
+  }
+  for (int e = packs * kVec + threadIdx.x; e < n; e += kBlock) staged[e] = span[e];
+  __syncthreads();
+  if (threadIdx.x >= block_rows) return;
+  const In* row = staged + threadIdx.x * cols;
+  const V none = r.finish(R::identity());
+  V v[kSlots];
+#pragma unroll
+  for (int c = 0; c < kSlots; ++c) v[c] = c < cols ? static_cast<V>(row[c]) : none;
+  out[row0 + threadIdx.x] = static_cast<Out>(tree_fold(v, [&r](V a, V b) { return r.reduce(a, b); }));
 }
 
 // The block's fold of every thread's v (kWarps warps, 1-D), for every thread, after one barrier:
