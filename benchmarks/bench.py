@@ -62,12 +62,14 @@ RESULTS_DIR = HERE / "results"
 OPS = ("sum", "amax", "softmax", "reduce_scale", "softmax_backward")
 PEERS = ("liger", "flag_gems", "quack")
 PROVIDERS = ("reduce_ops", "torch", "torch.compile") + PEERS
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-DTYPE_SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+# float64 is correct everywhere but no speed target; it is here so that A/Bs can time its paths
+# (scripts/rows_ab.py), and no preset or default list takes it.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
+DTYPE_SHORT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "float64": "f64"}
 
 # Loose tolerances for the correctness guard: they catch a wrong kernel, not the last ulp.
 # bfloat16 keeps 8 bits of mantissa (4e-3 relative), so a rounding difference on output fits.
-RTOL = {"float32": 1e-3, "float16": 5e-3, "bfloat16": 2e-2}
+RTOL = {"float32": 1e-3, "float16": 5e-3, "bfloat16": 2e-2, "float64": 1e-9}
 
 
 # --------------------------------------------------------------------------------------
