@@ -131,7 +131,8 @@ void launch_tiny_rows(const In* x, Out* out, const RowsArgs& a, const R& r, cuda
   if constexpr (kCols < kMaxVec<In>) {
     if (a.cols != kCols) return launch_tiny_rows<In, Out, R, kCols + 1>(x, out, a, r, stream);
     using Tree = typename TreeReducer<R>::type;
-    reduce_tiny_rows_kernel<In, Out, Tree, kCols><<<ceil_div(ceil_div(a.rows, kMaxVec<In>), kBlock), kBlock, 0, stream>>>(
+    const int64_t threads = ceil_div(a.rows, kMaxVec<In>);  // a thread a pack's worth of rows
+    reduce_tiny_rows_kernel<In, Out, Tree, kCols><<<ceil_div(threads, kBlock), kBlock, 0, stream>>>(
         x, out, a.rows, is_aligned(out, 16), Tree{});
   }
 }
