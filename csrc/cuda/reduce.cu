@@ -177,8 +177,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // (30.7), x 6 142.6 -> 45.8 (35.6), x 10 144.1 -> 48.4 (46.3), x 15 amax 141.0 -> 65.0 (80.3).
   // 16-bit rows stay on the group kernel: their 32 slots a thread made bfloat16 amax slower
   // (4194304 x 12 157 -> 237; sums 170 -> 134), both far behind torch.compile (34 and 28).
-  // float64 rows (3, 5 or 7 values) too: they passed the tests on this kernel, but bench.py has
-  // no float64 inputs to time them with.
+  // float64 rows (3, 5 or 7 values) too: they passed the tests on this kernel, but bench.py had
+  // no float64 inputs to time them with then (it has since: rows_ab.py --dtypes float64).
   const bool dense = a.elem_stride == 1 && a.inner == 1 && (a.outer_stride == a.cols || a.rows == 1) &&
                      is_aligned(x, 16) && !forced.any();
   if (dense && a.cols >= 2 && a.cols < kMaxVec<In>) return launch_tiny_rows(x, out, a, r, stream);
