@@ -539,29 +539,82 @@ def test_tiny_rows(device, dtype, rows):
         check_amax(y, -1)
 
 
-# Dense rows of 1-4 packs that are not whole packs (reduce_staged_rows_kernel on CUDA for float32:
-# a block stages its 256 rows in shared memory by whole packs, then a thread folds a row; the other
-# types take the group kernel): every such length, the block's last rows partial or whole, the
-# same rows off 16 bytes and as a slice (the other kernels' paths), and the values a fold must keep.
-@pytest.mark.parametrize("rows", [1, 255, 256, 257, 1001, 65537])
-def test_staged_rows(device, dtype, rows):
-    per_pack = 16 // dtype.itemsize
-    for cols in range(per_pack + 1, 4 * per_pack):
-        if cols % per_pack == 0:
-            continue
+# Dense rows of up to 128 bytes that are not whole 16-byte packs (reduce_staged_rows_kernel on CUDA,
+# from 4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a row;
+# REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length (blocks of 4 and 8
+# packs a thread), one row, a block's rows and several blocks with a partial last one, the values
+# a fold must keep.
+@pytest.mark.parametrize("rows", [1, 257, 3001])
+def test_staged_rows(device, dtype, rows, monkeypatch):
+    monkeypatch.setenv("REDUCE_OPS_STAGED_MIN", "1")
+    item = dtype.itemsize
+    for cols in range(16 // item + 1, 128 // item + 1):
         x = make_input((rows, cols), dtype, device)
         if device == "cuda":
             staged = launches_of(cuda_kernels_run(lambda: reduce_ops.amax(x, -1)), "reduce_staged_rows_kernel")
-            assert bool(staged) == (dtype == torch.float32)
+            assert [a[3] for a in staged] == ([] if cols * item % 16 == 0 else ["4" if cols * item <= 64 else "8"]), cols
         check_reductions(x, -1)
         check_amax(-x.abs() - 1, -1)
-        check_reductions(make_input((rows * cols + 1,), dtype, device)[1:].view(rows, cols), -1)
-        check_sum(make_input((rows, cols + 2), dtype, device)[:, 1:cols + 1], -1)
         y = x.clone()
         y[rows // 2, cols - 1] = float("nan")
         y[0, cols // 2] = float("inf")
         check_sum(y, -1)
         check_amax(y, -1)
+
+
+# Without the knob, staged rows from 4 MB of them: 262144 x 9 bfloat16 (4.5 MB) is staged, 65536 x 9
+# takes the narrow packs (test_narrow_rows).
+@requires_cuda
+def test_staged_rows_by_default():
+    for rows, staged in ((262144, True), (65536, False)):
+        x = make_input((rows, 9), torch.bfloat16, "cuda")
+        assert bool(launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_staged_rows_kernel")) == staged
+        check_reductions(x, -1)
+
+
+# Short rows that are not whole 16-byte packs, by their length, their start or their row stride
+# (reduce_short_rows_kernel on CUDA over narrower packs: the widest of 8, 4 or 2 bytes that divides
+# all three): rows up to 64 bytes, or up to 128 of 8-byte packs. Every length up to 4 packs and a
+# few longer ones (past those bounds the group kernel's), from a start on 16 bytes and off it,
+# dense and as a slice of wider rows, and the values a fold must keep.
+@pytest.mark.parametrize("rows", [1, 3, 257, 1001, 4099])
+def test_narrow_rows(device, dtype, rows):
+    item = dtype.itemsize
+    per_pack = 16 // item
+    for cols in list(range(2, 4 * per_pack + 2)) + [30, 31, 62, 66, 100]:
+        dense = make_input((rows * cols + 1,), dtype, device)
+        wide = make_input((rows, cols + 2), dtype, device)
+        for x in (dense[:-1].view(rows, cols), dense[1:].view(rows, cols), wide[:, 1:cols + 1], wide[:, :cols]):
+            if device == "cuda":
+                stride = x.stride(0) * item if rows > 1 else 0
+                bits = cols * item | x.data_ptr() | stride | 16
+                pack = bits & -bits  # the widest pack dividing the row, its start and its stride
+                tiny = cols < per_pack and x.data_ptr() % 16 == 0 and x.is_contiguous()
+                narrow = cols * item <= 64 or (pack == 8 and cols * item <= 128)
+                if pack < 16 and not tiny and narrow:
+                    short = launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_short_rows_kernel")
+                    assert [a[4] for a in short] == [str(pack // item)], (cols, x.stride(), x.data_ptr() % 16)
+            check_reductions(x, -1)
+            check_amax(-x.abs() - 1, -1)  # every value negative: a pad of zeros folded in would win the max
+        y = dense[1:].view(rows, cols).clone()
+        y[rows // 2, cols - 1] = float("nan")
+        y[0, cols // 2] = float("inf")
+        check_sum(y, -1)
+        check_amax(y, -1)
+
+
+# Narrow short rows that fill every SM's blocks take 16 rows a lane where they would take 4 (as many
+# bytes in flight as 16-byte packs): 9 of 11 bfloat16 values a row from the second (2-byte packs,
+# groups of 16 lanes), just that many rows and one fewer.
+@requires_cuda
+def test_narrow_rows_many():
+    for few in (False, True):
+        rows = rows_per_sm(16 * 16 * 8, few)  # 16 rows a lane x 16 groups x 8 blocks an SM
+        x = make_input((rows, 11), torch.bfloat16, "cuda")[:, 1:10]
+        short = launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_short_rows_kernel")
+        assert [(a[3], a[4], a[5]) for a in short] == [("16", "1", "4" if few else "16")]
+        check_reductions(x, -1)
+        check_amax(-x.abs() - 1, -1)
 
 
 # Few short rows of whole 16-byte packs (a small tensor reduced whole, typically) take a block per

@@ -97,6 +97,10 @@ void with_int_in(int64_t n, F f) {
 //                               never (off) or wherever they apply (on);
 //   REDUCE_OPS_REDUCE_CHUNK=<n> the fewest elements of a split reduction row's segment
 //                               (whole-tensor reductions; scripts/tune_cols.py --dim -1);
+//   REDUCE_OPS_STAGED_MIN=<bytes>
+//                               the least input of dense short rows, not whole 16-byte packs,
+//                               that are staged in shared memory (4 MB; reduce.cu's
+//                               launch_rows_unsplit; the tests take 1);
 //   REDUCE_OPS_INNER_CLUSTER=<n>, REDUCE_OPS_INNER_NARROWEST=<bytes>
 //                               the inner-dim softmax tiles' largest cluster (1: none) and
 //                               narrowest row of a tile (inner_tiles).

@@ -4,7 +4,8 @@
 //   few    a block per row, every pack loaded at once (few aligned rows of up to 1024 packs,
 //          such as a small tensor reduced whole), and for split rows segments of one round
 //          each (whole tensors up to 16 MB); automatic only: any forced strategy skips them
-//   short  lanes per row, several rows in flight (aligned short rows; the default for them)
+//   short  lanes per row, several rows in flight (short rows; the default for them: aligned rows
+//          by 16-byte packs, others by 8-, 4- or 2-byte packs)
 //   group  lanes per row, one row at a time   warp   a warp per row, medium rows
 //   block  a block per row                    split  several blocks per row, one launch
 // Columns (a reduction over an outer dim, chosen by layout):
@@ -137,6 +138,43 @@ void launch_tiny_rows(const In* x, Out* out, const RowsArgs& a, const R& r, cuda
   }
 }
 
+// Short rows (one segment per row, inner == 1, elements adjacent) that are not whole 16-byte packs,
+// by length, start or stride: reduce_short_rows_kernel over packs of `bytes` (8, 4 or 2: the widest
+// that divides all three), a lane a pack, 1 to 32 lanes a row (packs <= 32). A lane takes 4 rows
+// as the aligned rows' kernel, or 4 x 16 / bytes (at most 16) where the rows fill every SM's
+// blocks at that: as many bytes in flight as 16-byte packs. H200, us, 4 rows -> more (session84.txt,
+// section 1): bfloat16 4194304 x 9 sum (2-byte packs, 16 rows) 88.3 -> 83.2, x 14 (4-byte, 16) 50.8
+// -> 47.8, x 26 101.4 -> 94.5; float32 4194304 x 7 (4-byte, 16) 49.2 -> 43.8; in CUDA graphs the more
+// rows lost where they left few blocks (4096 x 9 bfloat16 2.0 -> 3.1), hence the rule.
+template <typename In, typename Out, typename R, int kVec = 1>
+void launch_narrow_rows(const In* x, Out* out, const RowsArgs& a, int64_t bytes, const R& r, cudaStream_t stream) {
+  if constexpr (kVec * sizeof(In) < 16) {
+    if (kVec * static_cast<int64_t>(sizeof(In)) != bytes) {
+      return launch_narrow_rows<In, Out, R, kVec * 2>(x, out, a, bytes, r, stream);
+    }
+    using Tree = typename TreeReducer<R>::type;
+    constexpr int kMoreRows = std::min<int>(4 * kMaxVec<In> / kVec, 16);
+    const int64_t packs = a.cols / kVec;
+    auto launch = [&](auto width_tag) {
+      constexpr int kWidth = decltype(width_tag)::value;
+      constexpr int kGroups = kBlock / kWidth;
+      if (a.rows >= int64_t{kMoreRows} * kGroups * sm_count() * kBlocksPerSM) {
+        reduce_short_rows_kernel<In, Out, Tree, kWidth, kVec, kMoreRows>
+            <<<ceil_div(a.rows, kMoreRows * kGroups), kBlock, 0, stream>>>(x, out, a, Tree{});
+      } else {
+        reduce_short_rows_kernel<In, Out, Tree, kWidth, kVec, kShortRows>
+            <<<ceil_div(a.rows, kShortRows * kGroups), kBlock, 0, stream>>>(x, out, a, Tree{});
+      }
+    };
+    if (packs <= 1) return launch(Int<1>{});
+    if (packs <= 2) return launch(Int<2>{});
+    if (packs <= 4) return launch(Int<4>{});
+    if (packs <= 8) return launch(Int<8>{});
+    if (packs <= 16) return launch(Int<16>{});
+    return launch(Int<32>{});
+  }
+}
+
 // One work item per row.
 template <typename In, typename Out, typename R>
 void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStream_t stream,
@@ -171,24 +209,51 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // (52.7), 16777216 x 2 amax 612 -> 29.9 (35.5), x 7 680 -> 79.4 (80.9); float32 16777216 x 2
   // sum 434 -> 53.2 (51.3), x 3 amax 412 -> 68.4 (66.9); 4096 x 3 bfloat16 sum in a CUDA graph
   // 2.46 -> 1.95 (1.44).
-  // Dense float32 rows up to kStagedPacks packs, not whole ones: a block's rows staged in shared
-  // memory by whole packs (reduce_staged_rows_kernel). H200, us, the group kernel's
-  // unaligned path -> this (section 4; torch.compile): float32 4194304 x 5 sum 142.5 -> 44.0
-  // (30.7), x 6 142.6 -> 45.8 (35.6), x 10 144.1 -> 48.4 (46.3), x 15 amax 141.0 -> 65.0 (80.3).
-  // 16-bit rows stay on the group kernel: their 32 slots a thread made bfloat16 amax slower
-  // (4194304 x 12 157 -> 237; sums 170 -> 134), both far behind torch.compile (34 and 28).
-  // float64 rows (3, 5 or 7 values) too: they passed the tests on this kernel, but bench.py had
-  // no float64 inputs to time them with then (it has since: rows_ab.py --dtypes float64).
   const bool dense = a.elem_stride == 1 && a.inner == 1 && (a.outer_stride == a.cols || a.rows == 1) &&
                      is_aligned(x, 16) && !forced.any();
   if (dense && a.cols >= 2 && a.cols < kMaxVec<In>) return launch_tiny_rows(x, out, a, r, stream);
-  if constexpr (std::is_same_v<In, float>) {
-    if (dense && a.cols % kMaxVec<In> != 0 && a.cols < kStagedPacks * kMaxVec<In>) {
-      using Tree = typename TreeReducer<R>::type;
-      const size_t smem = static_cast<size_t>(kBlock) * a.cols * sizeof(In);
-      reduce_staged_rows_kernel<In, Out, Tree><<<ceil_div(a.rows, kBlock), kBlock, smem, stream>>>(
-          x, out, a.rows, static_cast<int>(a.cols), Tree{});
-      return;
+  // Dense rows of up to 128 bytes that are not whole 16-byte packs, from 4 MB of them
+  // (REDUCE_OPS_STAGED_MIN, bytes): staged in shared memory by whole packs
+  // (reduce_staged_rows_kernel), 12 KB a block. H200, us (h200_study/session84.txt, sections 2-4;
+  // torch.compile from section 3): base (the group kernel's unaligned path; float32 rows of 5-15
+  // values staged a row a thread, 256 rows a block) -> now: bfloat16 4194304 x 9 sum 190.1 -> 27.7
+  // (60.4), x 14 186.0 -> 35.0 (35.0), x 20 171.0 -> 48.3 (46.1), x 31 amax 176.3 -> 65.6 (175.1);
+  // float32 4194304 x 5 sum 43.9 -> 31.0 (30.9), x 10 amax 45.9 -> 45.2 (49.8); float64 4194304 x 5
+  // sum 125.7 -> 54.4 (57.4). Blocks of 24 KB (2-5 rows a thread) were up to 21% slower than 12 KB
+  // (bfloat16 x 9 sum 33.5 against 27.7). Below 4 MB the narrow packs (next) were faster, with
+  // 24 KB blocks: the block's loads, barrier and folds run in turn, and few blocks leave them
+  // unhidden (65536 x 9 bfloat16 sum 6.5 staged against 5.8; at 262144 x 9, 4.7 MB, 7.5 against
+  // 9.8). Rows of whole 8-byte words, staged against narrow packs: float32 4194304 x 10 amax 45.2
+  // against 50.5, bfloat16 x 20 48.5 against 53.2, float64 x 5 54.7 against 62.5; bfloat16 x 12
+  // 1-3% slower (sum 30.8 against 30.3).
+  const int64_t row_bytes = a.cols * static_cast<int64_t>(sizeof(In));
+  if (dense && row_bytes % 16 != 0 && row_bytes <= 128 &&
+      a.rows * row_bytes >= env_positive("REDUCE_OPS_STAGED_MIN", int64_t{4} << 20)) {
+    using Tree = typename TreeReducer<R>::type;
+    constexpr int64_t kSpan = 12288;  // bytes a block, about
+    const int block_rows = kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
+    const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 256 x 128 bytes: 8 packs a thread
+    const auto kernel = smem <= 4 * kBlock * sizeof(uint4) ? reduce_staged_rows_kernel<In, Out, Tree, 4>
+                                                           : reduce_staged_rows_kernel<In, Out, Tree, 8>;
+    kernel<<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(x, out, a.rows, static_cast<int>(a.cols),
+                                                                   block_rows, Tree{});
+    return;
+  }
+  // Other short rows that are not whole 16-byte packs (by length, start or stride), of up to 64
+  // bytes, or 128 of 8-byte packs: the short rows' kernel over narrower packs (launch_narrow_rows).
+  // H200, us, the group kernel's unaligned path -> this, timed on dense rows before they were
+  // staged (session84.txt, section 1; torch.compile): bfloat16 4194304 x 12 amax 157.6 -> 29.8
+  // (34.5), sum 170.7 -> 30.2 (28.3), float64 4194304 x 3 sum 123.6 -> 38.6 (36.0); in CUDA graphs
+  // (section 3), 4096 x 9 bfloat16 sum 2.89 -> 1.96 (2.64). Past those lengths the group kernel
+  // was faster (bfloat16 442368 x 50, 4-byte packs: amax 25.1 against 23.3; float32 442368 x 50,
+  // 8-byte: 26.5 against 24.9).
+  if (!a.aligned && a.elem_stride == 1 && a.inner == 1 && !forced.any()) {
+    // The widest pack that divides the row's bytes, its start and its stride (none for one row).
+    const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) |
+                          (a.rows == 1 ? 0 : static_cast<uint64_t>(a.outer_stride) * sizeof(In)) | 16;
+    const int64_t bytes = static_cast<int64_t>(bits & (~bits + 1));
+    if (bytes < 16 && (row_bytes <= 64 || (bytes == 8 && row_bytes <= 128))) {
+      return launch_narrow_rows(x, out, a, bytes, r, stream);
     }
   }
   // Few short aligned rows, up to two per SM: a block each (reduce_few_rows_kernel), every pack

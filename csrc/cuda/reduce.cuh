@@ -3,11 +3,13 @@
 //   reduce_few_rows_kernel    few aligned rows of at most 1024 packs (up to two per SM): a block of
 //                             1, 4 or 8 warps per row, every pack loaded at once, latency first
 //                             (small tensors reduced whole).
-//   reduce_short_rows_kernel  aligned rows of at most 32 packs: kWidth lanes take 4 rows at once,
-//                             a pack of each per lane.
+//   reduce_short_rows_kernel  rows of at most 32 packs: kWidth lanes take kRows rows at once, a
+//                             pack of each per lane. Aligned rows by 16-byte packs; rows that are
+//                             not (length, start or stride) by 8-, 4- or 2-byte packs.
 //   reduce_tiny_rows_kernel   dense rows shorter than a pack: a thread takes a pack's worth of rows.
-//   reduce_staged_rows_kernel dense float32 rows of 1-4 packs, not whole ones: a block stages
-//                             its rows' span in shared memory by whole packs, a thread folds a row.
+//   reduce_staged_rows_kernel dense rows of up to 128 bytes, not whole 16-byte packs (from 4 MB):
+//                             a block stages its rows in shared memory by whole packs, a thread
+//                             folds a row.
 //   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
 //                             rows and medium rows (up to 32 x 32 packs).
 //   reduce_rows_block_kernel  one block per row: long rows, many of them.
@@ -438,33 +440,40 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_rows_group_kernel(const In* __res
   }
 }
 
-// Short aligned rows (a.aligned, one segment per row, plain rows: inner == 1), at most kWidth
-// packs each (kWidth of 1 to 32 lanes): a group of kWidth lanes takes kShortRows rows at once, a
-// pack of each row per lane, so kShortRows loads are in flight per lane before the first
-// shuffle; the grid covers every row, no loop. The block's groups take its rows in turn (row
-// first + j x kGroups for j < kShortRows, as row_norm_rows_kernel), so that each of the block's
-// loads reads consecutive rows. A row is folded as one pairwise tree (within each pack, then
-// across the lanes: depth <= 8, error <= 8 u sum|x|) in the reducer's Value type: compensation
-// pays off only along a thread's long sequential sums, and here it cost 22% (442368 x 128
-// float32).
+// Short rows (one segment per row, plain rows: inner == 1, elements adjacent), at most kWidth packs
+// of kVec elements each (kWidth of 1 to 32 lanes): a group of kWidth lanes takes kRows rows at once,
+// a pack of each row per lane, so kRows loads are in flight per lane before the first shuffle; the
+// grid covers every row, no loop. The block's groups take its rows in turn (row first + j x kGroups
+// for j < kRows, as row_norm_rows_kernel), so that each of the block's loads reads consecutive rows.
+// A row is folded as one pairwise tree (within each pack, then across the lanes: depth <= 8, error
+// <= 8 u sum|x|) in the reducer's Value type: compensation pays off only along a thread's long
+// sequential sums, and here it cost 22% (442368 x 128 float32). Aligned rows (a.aligned) take
+// 16-byte packs and kShortRows rows; rows whose length, start or stride is not whole 16-byte packs
+// take the widest of 8-, 4- and 2-byte packs that divides all three (reduce.cu's
+// launch_narrow_rows), and more rows a lane where the rows fill the GPU, as many bytes in flight.
 constexpr int kShortRows = 4;
-template <typename In, typename Out, typename R, int kWidth>
+// The unsigned word of kBytes (16, 8, 4 or 2): one pack's load.
+template <int kBytes>
+using PackWord = std::conditional_t<
+    kBytes == 16, uint4,
+    std::conditional_t<kBytes == 8, uint2, std::conditional_t<kBytes == 4, uint32_t, unsigned short>>>;
+template <typename In, typename Out, typename R, int kWidth, int kVec = kMaxVec<In>, int kRows = kShortRows>
 __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                  RowsArgs a, R r) {
   static_assert(kWidth <= kWarpSize, "a group lives inside one warp");
-  constexpr int kVec = kMaxVec<In>;
   constexpr int kGroups = kBlock / kWidth;
   using P = Pack<In, kVec>;
-  static_assert(sizeof(P) == sizeof(uint4), "16-byte packs");
+  using W = PackWord<sizeof(P)>;
+  static_assert(sizeof(P) == sizeof(W), "packs of 2 to 16 bytes");
   using V = typename R::Value;
   const int lane = threadIdx.x % kWidth;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * (kGroups * kShortRows) + threadIdx.x / kWidth;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * (kGroups * kRows) + threadIdx.x / kWidth;
   // The warp's first row is its first group's row 0: past the end, so are all of the warp's rows
   // (no lane of it is left for a shuffle).
   if (first - threadIdx.x % kWarpSize / kWidth >= a.rows) return;
   const auto row = [&](int j) { return first + j * kGroups; };
   const bool lane_in_row = lane < a.cols / kVec;
-  // Every row's pack starts as the identity's, as one 16-byte word, and is loaded over it under
+  // Every row's pack starts as the identity's, as one word (W), and is loaded over it under
   // the row's condition; then every pack folds. With each fold under its load's condition,
   // ptxas put row 0's fold, and its wait for the load, before the other rows' loads (16-bit
   // maxes, float32 rows of lane groups of 8 and 16): one more trip to memory, which CUDA graphs
@@ -473,28 +482,28 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
   // same speed in more instructions. H200, us, CUDA graph (h200_study/session82.txt section 6):
   // bfloat16 amax 1024 x 128 2.57 -> 2.05 (torch.compile 2.0), float32 sum 1024 x 64 3.05 ->
   // 2.04; the large inputs even (442368 x 128, 1048576 x 64: 0.985-1.001).
-  const P none = identity_pack<In>(r);
-  uint4 none_word;
-  memcpy(&none_word, &none, sizeof(uint4));
-  P v[kShortRows];
+  const Pack<In, kMaxVec<In>> none = identity_pack<In>(r);
+  W none_word;
+  memcpy(&none_word, &none, sizeof(W));
+  P v[kRows];
 #pragma unroll
-  for (int j = 0; j < kShortRows; ++j) {
-    uint4 w = none_word;
-    if (lane_in_row && row(j) < a.rows) w = *reinterpret_cast<const uint4*>(x + row(j) * a.outer_stride + lane * kVec);
-    memcpy(&v[j], &w, sizeof(uint4));
+  for (int j = 0; j < kRows; ++j) {
+    W w = none_word;
+    if (lane_in_row && row(j) < a.rows) w = *reinterpret_cast<const W*>(x + row(j) * a.outer_stride + lane * kVec);
+    memcpy(&v[j], &w, sizeof(W));
   }
-  V acc[kShortRows];
+  V acc[kRows];
 #pragma unroll
-  for (int j = 0; j < kShortRows; ++j) acc[j] = pack_value(v[j], r);
+  for (int j = 0; j < kRows; ++j) acc[j] = pack_value(v[j], r);
   const auto fold = [&r](V p, V q) { return r.reduce(p, q); };
 #pragma unroll
   for (int mask = kWidth / 2; mask > 0; mask /= 2) {
 #pragma unroll
-    for (int j = 0; j < kShortRows; ++j) acc[j] = fold(acc[j], shfl_xor(acc[j], mask, kWidth));
+    for (int j = 0; j < kRows; ++j) acc[j] = fold(acc[j], shfl_xor(acc[j], mask, kWidth));
   }
   // Lane j of a group stores its row j.
 #pragma unroll
-  for (int j = 0; j < kShortRows; ++j) {
+  for (int j = 0; j < kRows; ++j) {
     if (lane == j % kWidth && row(j) < a.rows) out[row(j)] = static_cast<Out>(acc[j]);
   }
 }
@@ -551,49 +560,56 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_tiny_rows_kernel(const In* __rest
   }
 }
 
-// Dense rows of kVec + 1 to kStagedPacks x kVec - 1 elements that are not whole packs (row i at
-// x + i * cols, a 16-byte aligned x; float32: launch_rows_unsplit): a block takes
-// kBlock rows, a contiguous span of whole 16-byte packs (kBlock x cols elements), loads it with
-// every thread's packs in flight (at most kStagedPacks a thread) into shared memory, and each
-// thread then folds one row from there as one pairwise tree of 4 x kVec values (the slots past
-// the row the identity). The block's last packs, past a whole one, go element by element.
-// Before, these rows took the group kernel's unaligned path a row at a time: H200, float32 sum
-// of 4194304 x 5, 142.5 us against torch.compile's 30.7, now 44.0 (h200_study/session83.txt,
-// section 4).
-constexpr int kStagedPacks = 4;
-template <typename In, typename Out, typename R>
+// Dense rows (row i at x + i * cols, a 16-byte aligned x) of up to 128 bytes that are not whole
+// 16-byte packs (reduce.cu's launch_rows_unsplit, from 4 MB of them): a block takes block_rows rows
+// (256 x rows a thread: their span is whole 16-byte packs), loads the span with every thread's
+// packs in flight (at most kPacks a thread, 4 or 8: the fewest that cover it, as 8 took 40
+// registers where 4 take 32) into shared memory, and each thread then folds its rows from there,
+// kStagedChunk values at a time as one pairwise tree (the slots past the row the identity), the
+// trees in order (at most 8 for 64 16-bit values: depth <= 10). The last block's elements past its
+// last whole pack go element by element. Before, these rows took the group kernel's unaligned path a
+// row at a time, and the rows of whole 8- or 4-byte words would take the short rows' narrow
+// packs: H200, us, bfloat16 sum of 4194304 x 9 190 -> 27.7 (torch.compile 60.4), float32 4194304
+// x 5 43.9 -> 31.0 (30.9) (h200_study/session84.txt).
+constexpr int kStagedChunk = 8;
+template <typename In, typename Out, typename R, int kPacks>
 __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
-                                                                    int64_t rows, int cols, R r) {
+                                                                    int64_t rows, int cols, int block_rows, R r) {
   constexpr int kVec = kMaxVec<In>;
-  constexpr int kSlots = kStagedPacks * kVec;
   using V = typename R::Value;
   extern __shared__ uint4 staged_words[];
   In* staged = reinterpret_cast<In*>(staged_words);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kBlock;
-  const int block_rows = rows - row0 < kBlock ? static_cast<int>(rows - row0) : kBlock;
-  const int n = block_rows * cols;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * block_rows;
+  const int n_rows = rows - row0 < block_rows ? static_cast<int>(rows - row0) : block_rows;
+  const int n = n_rows * cols;
   const int packs = n / kVec;
-  const In* span = x + row0 * cols;  // kBlock x cols x sizeof(In) is whole 16-byte packs
-  uint4 w[kStagedPacks];
+  const In* span = x + row0 * cols;  // block_rows x cols x sizeof(In) is whole 16-byte packs
+  uint4 w[kPacks];
 #pragma unroll
-  for (int k = 0; k < kStagedPacks; ++k) {
+  for (int k = 0; k < kPacks; ++k) {
     const int p = threadIdx.x + k * kBlock;
     if (p < packs) w[k] = reinterpret_cast<const uint4*>(span)[p];
   }
 #pragma unroll
-  for (int k = 0; k < kStagedPacks; ++k) {
+  for (int k = 0; k < kPacks; ++k) {
     const int p = threadIdx.x + k * kBlock;
     if (p < packs) staged_words[p] = w[k];
   }
   for (int e = packs * kVec + threadIdx.x; e < n; e += kBlock) staged[e] = span[e];
   __syncthreads();
-  if (threadIdx.x >= block_rows) return;
-  const In* row = staged + threadIdx.x * cols;
   const V none = r.finish(R::identity());
-  V v[kSlots];
+  const auto fold = [&r](V a, V b) { return r.reduce(a, b); };
+  for (int i = threadIdx.x; i < n_rows; i += kBlock) {
+    const In* row = staged + i * cols;
+    V acc = none;
+    for (int c0 = 0; c0 < cols; c0 += kStagedChunk) {
+      V v[kStagedChunk];
 #pragma unroll
-  for (int c = 0; c < kSlots; ++c) v[c] = c < cols ? static_cast<V>(row[c]) : none;
-  out[row0 + threadIdx.x] = static_cast<Out>(tree_fold(v, [&r](V a, V b) { return r.reduce(a, b); }));
+      for (int c = 0; c < kStagedChunk; ++c) v[c] = c0 + c < cols ? static_cast<V>(row[c0 + c]) : none;
+      acc = r.reduce(acc, tree_fold(v, fold));
+    }
+    out[row0 + i] = static_cast<Out>(acc);
+  }
 }
 
 // The block's fold of every thread's v (kWarps warps, 1-D), for every thread, after one barrier:
