@@ -58,8 +58,8 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # Reductions: few-rows blocks (few short aligned rows: 1024 whole, 64 x 100 and 64 x 500 in
     # 4- and 8-byte types with one warp, 16 x 1536 and 4 x 4096 with 4 and 8), short rows
     # (1001 x 128; 1001 x 48, lanes past the row; 1001 x 16 and 1001 x 8, groups of 1-4 lanes),
-    # tiny rows (1001 x 3: shorter than a pack, a thread a pack's worth of rows), staged rows
-    # (1001 x 13 in float32: a block's rows through shared memory), group rows
+    # tiny rows (1001 x 3: shorter than a pack, a thread a pack's worth of rows), short rows of
+    # narrow packs (1001 x 13: 2-, 4- or 8-byte packs; staged below), group rows
     # (4..32 lanes), block rows (300 rows of 4096 and 4001: one round a thread, added plain; of
     # 8192: two rounds), split rows of one round a segment (few long aligned rows, whole tensors;
     # segments past the row's packs load its last one) and of any length (70001, 140001), small
@@ -80,6 +80,14 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
+    # Staged rows (dense rows not whole packs, from 4 MB; any size with the knob): a block's rows
+    # through shared memory, 4 packs a thread (1001 x 13) and 8 (300 x 27 in 4-byte types).
+    os.environ["REDUCE_OPS_STAGED_MIN"] = "1"
+    for shape in [(1001, 13), (300, 27)]:
+        x = torch.randn(shape, device=dev, dtype=dtype)
+        check(f"sum staged {dtype} {shape}", reduce_ops.sum(x, -1), x.double().sum(-1), tol * 50)
+        check(f"amax staged {dtype} {shape}", reduce_ops.amax(x, -1), torch.amax(x, -1), 0)
+    os.environ.pop("REDUCE_OPS_STAGED_MIN")
     # Columns in the streaming plan too (small shapes take the one-round "wave" plan), split or not.
     for strategy in ("stream", "split"):
         os.environ["REDUCE_OPS_STRATEGY"] = strategy
