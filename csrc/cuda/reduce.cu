@@ -138,6 +138,18 @@ void launch_tiny_rows(const In* x, Out* out, const RowsArgs& a, const R& r, cuda
   }
 }
 
+// fn(Int<kWidth>{}) for the lanes of the short rows' kernel: the fewest (1 to 32, a power of two)
+// that give each of a row's `packs` packs a lane.
+template <typename Fn>
+void with_row_lanes(int64_t packs, const Fn& fn) {
+  if (packs <= 1) return fn(Int<1>{});
+  if (packs <= 2) return fn(Int<2>{});
+  if (packs <= 4) return fn(Int<4>{});
+  if (packs <= 8) return fn(Int<8>{});
+  if (packs <= 16) return fn(Int<16>{});
+  return fn(Int<32>{});
+}
+
 // Short rows (one segment per row, inner == 1, elements adjacent) that are not whole 16-byte packs,
 // by length, start or stride: reduce_short_rows_kernel over packs of `bytes` (8, 4 or 2: the widest
 // that divides all three), a lane a pack, 1 to 32 lanes a row (packs <= 32). A lane takes 4 rows
@@ -166,12 +178,7 @@ void launch_narrow_rows(const In* x, Out* out, const RowsArgs& a, int64_t bytes,
             <<<ceil_div(a.rows, kShortRows * kGroups), kBlock, 0, stream>>>(x, out, a, Tree{});
       }
     };
-    if (packs <= 1) return launch(Int<1>{});
-    if (packs <= 2) return launch(Int<2>{});
-    if (packs <= 4) return launch(Int<4>{});
-    if (packs <= 8) return launch(Int<8>{});
-    if (packs <= 16) return launch(Int<16>{});
-    return launch(Int<32>{});
+    with_row_lanes(packs, launch);
   }
 }
 
@@ -302,12 +309,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
       reduce_short_rows_kernel<In, Out, R, kWidth>
           <<<ceil_div(a.rows, kShortRows * (kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
     };
-    if (packs <= 1) return rows(Int<1>{});
-    if (packs <= 2) return rows(Int<2>{});
-    if (packs <= 4) return rows(Int<4>{});
-    if (packs <= 8) return rows(Int<8>{});
-    if (packs <= 16) return rows(Int<16>{});
-    return rows(Int<32>{});
+    return with_row_lanes(packs, rows);
   }
   if (!forced.is("block")) {
     if (packs <= 16) return group(Int<4>{}, Int<4>{});
