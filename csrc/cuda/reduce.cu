@@ -304,10 +304,13 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // Rows of 1 and 2 packs on 1 and 2 lanes, where groups of 4 left lanes idle: bfloat16 8388608 x
     // 8 sum 68.2 -> 44.1 (44.8), amax 56.2 -> 44.1 (44.9); float32 16777216 x 4 amax 101.3 ->
     // 84.3 (84.3); bfloat16 4194304 x 16 sum 37.1 -> 35.7 (35.7).
+    // The kernel folds a row as one tree: a compensated sum's kernel was the plain one's, SASS for
+    // SASS, so the plain sum's serves both (TreeReducer), as for the narrow packs.
+    using Tree = typename TreeReducer<R>::type;
     auto rows = [&](auto width_tag) {
       constexpr int kWidth = decltype(width_tag)::value;
-      reduce_short_rows_kernel<In, Out, R, kWidth>
-          <<<ceil_div(a.rows, kShortRows * (kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, r);
+      reduce_short_rows_kernel<In, Out, Tree, kWidth>
+          <<<ceil_div(a.rows, kShortRows * (kBlock / kWidth)), kBlock, 0, stream>>>(x, out, a, Tree{});
     };
     return with_row_lanes(packs, rows);
   }
