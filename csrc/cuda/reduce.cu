@@ -188,6 +188,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
                          const ForcedStrategy& forced) {
   a.aligned = segments_aligned(x, a);
   const int64_t packs = ceil_div(a.cols, a.elem_stride == 1 ? kMaxVec<In> : 1);
+  // The reducer of the kernels that fold a row as one tree (a compensated sum adds plain there).
+  using Tree = typename TreeReducer<R>::type;
   auto group = [&](auto width_tag, auto unroll_tag) {
     constexpr int kWidth = decltype(width_tag)::value, kUnroll = decltype(unroll_tag)::value;
     const int64_t grid = grid_for(ceil_div(a.rows, kBlock / kWidth));
@@ -199,7 +201,6 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // 7.70, 16384 x 1000 17.06 -> 16.13, 16384 x 1021 17.66 -> 16.51 (torch.compile 9.15, 7.79,
     // 15.90, 16.18), where issue 3 allows compensation 2%.
     if (packs <= kWidth * kUnroll) {
-      using Tree = typename TreeReducer<R>::type;
       reduce_rows_group_kernel<In, Out, Tree, kWidth, kUnroll><<<grid, kBlock, 0, stream>>>(x, out, a, Tree{});
     } else {
       reduce_rows_group_kernel<In, Out, R, kWidth, kUnroll><<<grid, kBlock, 0, stream>>>(x, out, a, r);
@@ -216,8 +217,9 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // (52.7), 16777216 x 2 amax 612 -> 29.9 (35.5), x 7 680 -> 79.4 (80.9); float32 16777216 x 2
   // sum 434 -> 53.2 (51.3), x 3 amax 412 -> 68.4 (66.9); 4096 x 3 bfloat16 sum in a CUDA graph
   // 2.46 -> 1.95 (1.44).
-  const bool dense = a.elem_stride == 1 && a.inner == 1 && (a.outer_stride == a.cols || a.rows == 1) &&
-                     is_aligned(x, 16) && !forced.any();
+  // Plain rows of adjacent elements, no strategy forced: the tiny, staged and narrow rows' domain.
+  const bool plain = a.elem_stride == 1 && a.inner == 1 && !forced.any();
+  const bool dense = plain && (a.outer_stride == a.cols || a.rows == 1) && is_aligned(x, 16);
   if (dense && a.cols >= 2 && a.cols < kMaxVec<In>) return launch_tiny_rows(x, out, a, r, stream);
   // Dense rows of up to 128 bytes that are not whole 16-byte packs, from 4 MB of them
   // (REDUCE_OPS_STAGED_MIN, bytes): staged in shared memory by whole packs
@@ -236,7 +238,6 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   const int64_t row_bytes = a.cols * static_cast<int64_t>(sizeof(In));
   if (dense && row_bytes % 16 != 0 && row_bytes <= 128 &&
       a.rows * row_bytes >= env_positive("REDUCE_OPS_STAGED_MIN", int64_t{4} << 20)) {
-    using Tree = typename TreeReducer<R>::type;
     constexpr int64_t kSpan = 12288;  // bytes a block, about
     const int block_rows = kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 256 x 128 bytes: 8 packs a thread
@@ -254,7 +255,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // (section 3), 4096 x 9 bfloat16 sum 2.89 -> 1.96 (2.64). Past those lengths the group kernel
   // was faster (bfloat16 442368 x 50, 4-byte packs: amax 25.1 against 23.3; float32 442368 x 50,
   // 8-byte: 26.5 against 24.9).
-  if (!a.aligned && a.elem_stride == 1 && a.inner == 1 && !forced.any()) {
+  if (plain && !a.aligned) {
     // The widest pack that divides the row's bytes, its start and its stride (none for one row).
     const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) |
                           (a.rows == 1 ? 0 : static_cast<uint64_t>(a.outer_stride) * sizeof(In)) | 16;
@@ -279,7 +280,6 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // 2.16 -> 2.08.
   const bool few_short_rows = a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= 2 * sm_count();
   if (few_short_rows && !forced.any()) {
-    using Tree = typename TreeReducer<R>::type;
     auto launch = [&](auto warps_tag, auto packs_tag) {
       constexpr int kWarps = decltype(warps_tag)::value, kPacks = decltype(packs_tag)::value;
       reduce_few_rows_kernel<In, Out, Tree, kWarps, kPacks>
@@ -306,7 +306,6 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // 84.3 (84.3); bfloat16 4194304 x 16 sum 37.1 -> 35.7 (35.7).
     // The kernel folds a row as one tree: a compensated sum's kernel was the plain one's, SASS for
     // SASS, so the plain sum's serves both (TreeReducer), as for the narrow packs.
-    using Tree = typename TreeReducer<R>::type;
     auto rows = [&](auto width_tag) {
       constexpr int kWidth = decltype(width_tag)::value;
       reduce_short_rows_kernel<In, Out, Tree, kWidth>
