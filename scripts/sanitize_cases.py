@@ -80,8 +80,8 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
-    # Staged rows (dense rows not whole packs, from 4 MB; any size with the knob): a block's rows
-    # through shared memory, 4 packs a thread (1001 x 13) and 8 (300 x 27 in 4-byte types).
+    # Staged rows (dense rows not whole packs, from 768 KB-4 MB; any size with the knob): a block's
+    # rows through shared memory, 4 packs a thread (1001 x 13) and 8 (300 x 27 in 4-byte types).
     os.environ["REDUCE_OPS_STAGED_MIN"] = "1"
     for shape in [(1001, 13), (300, 27)]:
         x = torch.randn(shape, device=dev, dtype=dtype)

@@ -540,9 +540,9 @@ def test_tiny_rows(device, dtype, rows):
 
 
 # Dense rows of up to 128 bytes that are not whole 16-byte packs (reduce_staged_rows_kernel on CUDA,
-# from 4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a row;
-# REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length (blocks of 4 and 8
-# packs a thread), one row, a block's rows and several blocks with a partial last one, the values
+# from 768 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
+# row; REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length (blocks of 4 and
+# 8 packs a thread), one row, a block's rows and several blocks with a partial last one, the values
 # a fold must keep.
 @pytest.mark.parametrize("rows", [1, 257, 3001])
 def test_staged_rows(device, dtype, rows, monkeypatch):
@@ -562,12 +562,16 @@ def test_staged_rows(device, dtype, rows, monkeypatch):
         check_amax(y, -1)
 
 
-# Without the knob, staged rows from 4 MB of them: 262144 x 9 bfloat16 (4.5 MB) is staged, 65536 x 9
-# takes the narrow packs (test_narrow_rows).
+# Without the knob, staged rows from 768 KB of them where the narrow packs would be 2 bytes, from
+# 1 MB where 4, from 4 MB where 8: bfloat16 65536 x 9 (1.1 MB), float32 32768 x 9 (1.1 MB) and
+# bfloat16 262144 x 12 (6 MB) are staged; half as many rows of each take the narrow packs
+# (test_narrow_rows).
 @requires_cuda
-def test_staged_rows_by_default():
-    for rows, staged in ((262144, True), (65536, False)):
-        x = make_input((rows, 9), torch.bfloat16, "cuda")
+@pytest.mark.parametrize("dtype,rows,cols", [(torch.bfloat16, 65536, 9), (torch.float32, 32768, 9),
+                                             (torch.bfloat16, 262144, 12)])
+def test_staged_rows_by_default(dtype, rows, cols):
+    for n, staged in ((rows, True), (rows // 2, False)):
+        x = make_input((n, cols), dtype, "cuda")
         assert bool(launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_staged_rows_kernel")) == staged
         check_reductions(x, -1)
 

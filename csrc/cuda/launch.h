@@ -99,7 +99,8 @@ void with_int_in(int64_t n, F f) {
 //                               (whole-tensor reductions; scripts/tune_cols.py --dim -1);
 //   REDUCE_OPS_STAGED_MIN=<bytes>
 //                               the least input of dense short rows, not whole 16-byte packs,
-//                               that are staged in shared memory (4 MB; reduce.cu's
+//                               that are staged in shared memory (768 KB, 1 MB or 4 MB by the
+//                               width of the rows' narrow packs, 2, 4 or 8 bytes; reduce.cu's
 //                               launch_rows_unsplit; the tests take 1);
 //   REDUCE_OPS_INNER_CLUSTER=<n>, REDUCE_OPS_INNER_NARROWEST=<bytes>
 //                               the inner-dim softmax tiles' largest cluster (1: none) and

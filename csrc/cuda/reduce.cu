@@ -221,23 +221,33 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   const bool plain = a.elem_stride == 1 && a.inner == 1 && !forced.any();
   const bool dense = plain && (a.outer_stride == a.cols || a.rows == 1) && is_aligned(x, 16);
   if (dense && a.cols >= 2 && a.cols < kMaxVec<In>) return launch_tiny_rows(x, out, a, r, stream);
-  // Dense rows of up to 128 bytes that are not whole 16-byte packs, from 4 MB of them
-  // (REDUCE_OPS_STAGED_MIN, bytes): staged in shared memory by whole packs
-  // (reduce_staged_rows_kernel), 12 KB a block. H200, us (h200_study/session84.txt, sections 2-4;
-  // torch.compile from section 3): base (the group kernel's unaligned path; float32 rows of 5-15
-  // values staged a row a thread, 256 rows a block) -> now: bfloat16 4194304 x 9 sum 190.1 -> 27.7
-  // (60.4), x 14 186.0 -> 35.0 (35.0), x 20 171.0 -> 48.3 (46.1), x 31 amax 176.3 -> 65.6 (175.1);
-  // float32 4194304 x 5 sum 43.9 -> 31.0 (30.9), x 10 amax 45.9 -> 45.2 (49.8); float64 4194304 x 5
-  // sum 125.7 -> 54.4 (57.4). Blocks of 24 KB (2-5 rows a thread) were up to 21% slower than 12 KB
-  // (bfloat16 x 9 sum 33.5 against 27.7). Below 4 MB the narrow packs (next) were faster, with
-  // 24 KB blocks: the block's loads, barrier and folds run in turn, and few blocks leave them
-  // unhidden (65536 x 9 bfloat16 sum 6.5 staged against 5.8; at 262144 x 9, 4.7 MB, 7.5 against
-  // 9.8). Rows of whole 8-byte words, staged against narrow packs: float32 4194304 x 10 amax 45.2
-  // against 50.5, bfloat16 x 20 48.5 against 53.2, float64 x 5 54.7 against 62.5; bfloat16 x 12
-  // 1-3% slower (sum 30.8 against 30.3).
+  // Dense rows of up to 128 bytes that are not whole 16-byte packs, from 768 KB, 1 MB or 4 MB of
+  // them (REDUCE_OPS_STAGED_MIN, bytes; below) by the narrow packs' width: staged in shared memory
+  // by whole packs (reduce_staged_rows_kernel), 12 KB a block. H200, us (h200_study/session84.txt,
+  // sections 2-4; torch.compile from section 3): base (the group kernel's unaligned path; float32
+  // rows of 5-15 values staged a row a thread, 256 rows a block) -> now: bfloat16 4194304 x 9 sum
+  // 190.1 -> 27.7 (60.4), x 14 186.0 -> 35.0 (35.0), x 20 171.0 -> 48.3 (46.1), x 31 amax 176.3 ->
+  // 65.6 (175.1); float32 4194304 x 5 sum 43.9 -> 31.0 (30.9), x 10 amax 45.9 -> 45.2 (49.8);
+  // float64 4194304 x 5 sum 125.7 -> 54.4 (57.4). Blocks of 24 KB (2-5 rows a thread) were up to
+  // 21% slower than 12 KB (bfloat16 x 9 sum 33.5 against 27.7). Rows of whole 8-byte words, staged
+  // against narrow packs: float32 4194304 x 10 amax 45.2 against 50.5, bfloat16 x 20 48.5 against
+  // 53.2, float64 x 5 54.7 against 62.5; bfloat16 x 12 1-3% slower (sum 30.8 against 30.3).
   const int64_t row_bytes = a.cols * static_cast<int64_t>(sizeof(In));
+  // Where staging starts, by the width of the narrow packs these rows would take instead (2, 4 or 8
+  // bytes here): the narrower, the sooner the staged block's turn of loads, barrier and folds pays.
+  // H200, sums in CUDA graphs, us, staged against narrow (h200_study/session85.txt, section 2):
+  // 2 bytes, bfloat16 x 9: 24576 rows (432 KB) 2.37 against 2.25, 49152 (864 KB) 2.45 against
+  // 2.75, 65536 2.53 against 3.18 (torch.compile 2.87), x 27: 32768 2.70 against 3.34. 4 bytes:
+  // float32 x 9, 28000 rows (984 KB) 2.24 against 2.33, 30000 2.27 against 2.35, 65536 2.62 against
+  // 3.21 (6.32); bfloat16 x 10, 54000 (1.03 MB) 2.46 against 2.36, 131072 2.99 against 3.27; x 14,
+  // 40000 (1.07 MB) 2.32 against 2.27. 8 bytes: bfloat16 x 20, 131072 (5 MB) 6.27 against 5.89,
+  // 1048576 14.7 against 17.7 (not in graphs); bfloat16 x 12 narrow up to 4194304 rows.
+  const int64_t row_word = row_bytes & -row_bytes;
+  const int64_t staged_min = row_word == 2   ? int64_t{768} << 10
+                             : row_word == 4 ? int64_t{1} << 20
+                                             : int64_t{4} << 20;
   if (dense && row_bytes % 16 != 0 && row_bytes <= 128 &&
-      a.rows * row_bytes >= env_positive("REDUCE_OPS_STAGED_MIN", int64_t{4} << 20)) {
+      a.rows * row_bytes >= env_positive("REDUCE_OPS_STAGED_MIN", staged_min)) {
     constexpr int64_t kSpan = 12288;  // bytes a block, about
     const int block_rows = kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 256 x 128 bytes: 8 packs a thread

@@ -7,9 +7,9 @@
 //                             pack of each per lane. Aligned rows by 16-byte packs; rows that are
 //                             not (length, start or stride) by 8-, 4- or 2-byte packs.
 //   reduce_tiny_rows_kernel   dense rows shorter than a pack: a thread takes a pack's worth of rows.
-//   reduce_staged_rows_kernel dense rows of up to 128 bytes, not whole 16-byte packs (from 4 MB):
-//                             a block stages its rows in shared memory by whole packs, a thread
-//                             folds a row.
+//   reduce_staged_rows_kernel dense rows of up to 128 bytes, not whole 16-byte packs (from
+//                             768 KB-4 MB): a block stages its rows in shared memory by whole
+//                             packs, a thread folds a row.
 //   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
 //                             rows and medium rows (up to 32 x 32 packs).
 //   reduce_rows_block_kernel  one block per row: long rows, many of them.
@@ -561,16 +561,16 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_tiny_rows_kernel(const In* __rest
 }
 
 // Dense rows (row i at x + i * cols, a 16-byte aligned x) of up to 128 bytes that are not whole
-// 16-byte packs (reduce.cu's launch_rows_unsplit, from 4 MB of them): a block takes block_rows rows
-// (256 x rows a thread: their span is whole 16-byte packs), loads the span with every thread's
-// packs in flight (at most kPacks a thread, 4 or 8: the fewest that cover it, as 8 took 40
-// registers where 4 take 32) into shared memory, and each thread then folds its rows from there,
-// kStagedChunk values at a time as one pairwise tree (the slots past the row the identity), the
-// trees in order (at most 8 for 64 16-bit values: depth <= 10). The last block's elements past its
-// last whole pack go element by element. Before, these rows took the group kernel's unaligned path a
-// row at a time (float32 rows of 5-15 values: this kernel with a row a thread, 256 rows a block):
-// H200, us, bfloat16 sum of 4194304 x 9 190 -> 27.7 (torch.compile 60.4), float32 4194304 x 5 43.9
-// -> 31.0 (30.9) (h200_study/session84.txt).
+// 16-byte packs (reduce.cu's launch_rows_unsplit, from 768 KB-4 MB of them): a block takes
+// block_rows rows (256 x rows a thread: their span is whole 16-byte packs), loads the span with
+// every thread's packs in flight (at most kPacks a thread, 4 or 8: the fewest that cover it, as 8
+// took 40 registers where 4 take 32) into shared memory, and each thread then folds its rows from
+// there, kStagedChunk values at a time as one pairwise tree (the slots past the row the identity),
+// the trees in order (at most 8 for 64 16-bit values: depth <= 10). The last block's elements past
+// its last whole pack go element by element. Before, these rows took the group kernel's unaligned
+// path a row at a time (float32 rows of 5-15 values: this kernel with a row a thread, 256 rows a
+// block): H200, us, bfloat16 sum of 4194304 x 9 190 -> 27.7 (torch.compile 60.4), float32
+// 4194304 x 5 43.9 -> 31.0 (30.9) (h200_study/session84.txt).
 constexpr int kStagedChunk = 8;
 template <typename In, typename Out, typename R, int kPacks>
 __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
