@@ -235,13 +235,13 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   const int64_t row_bytes = a.cols * static_cast<int64_t>(sizeof(In));
   // Where staging starts, by the width of the narrow packs these rows would take instead (2, 4 or 8
   // bytes here): the narrower, the sooner the staged block's turn of loads, barrier and folds pays.
-  // H200, sums in CUDA graphs, us, staged against narrow (h200_study/session85.txt, section 2):
+  // H200, sums in CUDA graphs, us, staged against narrow (h200_study/session85.txt, section 4):
   // 2 bytes, bfloat16 x 9: 24576 rows (432 KB) 2.37 against 2.25, 49152 (864 KB) 2.45 against
   // 2.75, 65536 2.53 against 3.18 (torch.compile 2.87), x 27: 32768 2.70 against 3.34. 4 bytes:
   // float32 x 9, 28000 rows (984 KB) 2.24 against 2.33, 30000 2.27 against 2.35, 65536 2.62 against
   // 3.21 (6.32); bfloat16 x 10, 54000 (1.03 MB) 2.46 against 2.36, 131072 2.99 against 3.27; x 14,
-  // 40000 (1.07 MB) 2.32 against 2.27. 8 bytes: bfloat16 x 20, 131072 (5 MB) 6.27 against 5.89,
-  // 1048576 14.7 against 17.7 (not in graphs); bfloat16 x 12 narrow up to 4194304 rows.
+  // 40000 (1.07 MB) 2.32 against 2.27. 8 bytes (by events, with a 16-bit fold by words that was
+  // not kept): bfloat16 x 20, 131072 (5 MB) 6.27 against 5.89, 1048576 14.7 against 17.7.
   const int64_t row_word = row_bytes & -row_bytes;
   const int64_t staged_min = row_word == 2   ? int64_t{768} << 10
                              : row_word == 4 ? int64_t{1} << 20
