@@ -233,6 +233,12 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // against narrow packs: float32 4194304 x 10 amax 45.2 against 50.5, bfloat16 x 20 48.5 against
   // 53.2, float64 x 5 54.7 against 62.5; bfloat16 x 12 1-3% slower (sum 30.8 against 30.3).
   const int64_t row_bytes = a.cols * static_cast<int64_t>(sizeof(In));
+  // The widest pack that divides the row's bytes, its start and its stride (none for one row), at
+  // most 16 bytes: under 16, the width of the narrow packs that rows not whole 16-byte packs take
+  // (launch_narrow_rows, below), or would take where they are staged.
+  const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) |
+                        (a.rows == 1 ? 0 : static_cast<uint64_t>(a.outer_stride) * sizeof(In)) | 16;
+  const int64_t narrow_bytes = static_cast<int64_t>(bits & (~bits + 1));
   // Where staging starts, by the width of the narrow packs these rows would take instead (2, 4 or 8
   // bytes here): the narrower, the sooner the staged block's turn of loads, barrier and folds pays.
   // H200, sums in CUDA graphs, us, staged against narrow (h200_study/session85.txt, section 4):
@@ -242,10 +248,9 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // 3.21 (6.32); bfloat16 x 10, 54000 (1.03 MB) 2.46 against 2.36, 131072 2.99 against 3.27; x 14,
   // 40000 (1.07 MB) 2.32 against 2.27. 8 bytes (by events, with a 16-bit fold by words that was
   // not kept): bfloat16 x 20, 131072 (5 MB) 6.27 against 5.89, 1048576 14.7 against 17.7.
-  const int64_t row_word = row_bytes & -row_bytes;
-  const int64_t staged_min = row_word == 2   ? int64_t{768} << 10
-                             : row_word == 4 ? int64_t{1} << 20
-                                             : int64_t{4} << 20;
+  const int64_t staged_min = narrow_bytes == 2   ? int64_t{768} << 10
+                             : narrow_bytes == 4 ? int64_t{1} << 20
+                                                 : int64_t{4} << 20;
   if (dense && row_bytes % 16 != 0 && row_bytes <= 128 &&
       a.rows * row_bytes >= env_positive("REDUCE_OPS_STAGED_MIN", staged_min)) {
     constexpr int64_t kSpan = 12288;  // bytes a block, about
@@ -265,14 +270,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // (section 3), 4096 x 9 bfloat16 sum 2.89 -> 1.96 (2.64). Past those lengths the group kernel
   // was faster (bfloat16 442368 x 50, 4-byte packs: amax 25.1 against 23.3; float32 442368 x 50,
   // 8-byte: 26.5 against 24.9).
-  if (plain && !a.aligned) {
-    // The widest pack that divides the row's bytes, its start and its stride (none for one row).
-    const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) |
-                          (a.rows == 1 ? 0 : static_cast<uint64_t>(a.outer_stride) * sizeof(In)) | 16;
-    const int64_t bytes = static_cast<int64_t>(bits & (~bits + 1));
-    if (bytes < 16 && (row_bytes <= 64 || (bytes == 8 && row_bytes <= 128))) {
-      return launch_narrow_rows(x, out, a, bytes, r, stream);
-    }
+  if (plain && !a.aligned && narrow_bytes < 16 && (row_bytes <= 64 || (narrow_bytes == 8 && row_bytes <= 128))) {
+    return launch_narrow_rows(x, out, a, narrow_bytes, r, stream);
   }
   // Few short aligned rows, up to two per SM: a block each (reduce_few_rows_kernel), every pack
   // loaded at once: one warp of up to 8 packs a lane up to 256 packs, then 4 or 8 warps of 4 packs
