@@ -541,9 +541,11 @@ def test_tiny_rows(device, dtype, rows):
 
 # Dense rows of up to 128 bytes that are not whole 16-byte packs (reduce_staged_rows_kernel on CUDA,
 # from 768 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
-# row; REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length (blocks of 4 and
-# 8 packs a thread), one row, a block's rows and several blocks with a partial last one, the values
-# a fold must keep.
+# row, rows of whole 8-byte words by 8-byte words (kWide); REDUCE_OPS_STAGED_MIN=1 takes it for
+# these small inputs): every such length (blocks of 4 and 8 packs a thread), one row, a block's
+# rows and several blocks with a partial last one, the values a fold must keep. 16-bit rows are
+# read by 32-bit words, and an odd length shares a word between rows 0 and 1 and between rows 2
+# and 3: a NaN or inf at those rows' shared ends must stay in its own row.
 @pytest.mark.parametrize("rows", [1, 257, 3001])
 def test_staged_rows(device, dtype, rows, monkeypatch):
     monkeypatch.setenv("REDUCE_OPS_STAGED_MIN", "1")
@@ -552,7 +554,9 @@ def test_staged_rows(device, dtype, rows, monkeypatch):
         x = make_input((rows, cols), dtype, device)
         if device == "cuda":
             staged = launches_of(cuda_kernels_run(lambda: reduce_ops.amax(x, -1)), "reduce_staged_rows_kernel")
-            assert [a[3] for a in staged] == ([] if cols * item % 16 == 0 else ["4" if cols * item <= 64 else "8"]), cols
+            expected = [] if cols * item % 16 == 0 else [["4" if cols * item <= 64 else "8",
+                                                          "true" if cols * item % 8 == 0 and item < 8 else "false"]]
+            assert [a[3:5] for a in staged] == expected, cols
         check_reductions(x, -1)
         check_amax(-x.abs() - 1, -1)
         y = x.clone()
@@ -560,6 +564,12 @@ def test_staged_rows(device, dtype, rows, monkeypatch):
         y[0, cols // 2] = float("inf")
         check_sum(y, -1)
         check_amax(y, -1)
+        if rows >= 4:
+            z = -x.abs() - 1
+            z[1, 0] = float("nan")
+            z[2, cols - 1] = float("inf")
+            check_sum(z, -1)
+            check_amax(z, -1)
 
 
 # Without the knob, staged rows from 768 KB of them where the narrow packs would be 2 bytes, from

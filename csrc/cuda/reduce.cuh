@@ -560,23 +560,102 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_tiny_rows_kernel(const In* __rest
   }
 }
 
+// The fold of n values load(0), ..., load(n - 1), n the same in every lane (no value past n is
+// read, none is masked): pairwise trees of 8 values in order, then one tree each of 4, 2 and 1
+// values as n's bits say.
+template <typename T, typename Load, typename Fold>
+__device__ __forceinline__ T fold_run(T acc, int n, const Load& load, const Fold& fold) {
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    T v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = load(k + j);
+    acc = fold(acc, tree_fold(v, fold));
+  }
+  if (n & 4) {
+    T v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = load(k + j);
+    acc = fold(acc, tree_fold(v, fold));
+    k += 4;
+  }
+  if (n & 2) {
+    acc = fold(acc, fold(load(k), load(k + 1)));
+    k += 2;
+  }
+  if (n & 1) acc = fold(acc, load(k));
+  return acc;
+}
+
+// The value of the staged row of cols values from element `start` of the stage. 16-bit rows are
+// read by 32-bit words, (cols + 1) / 2 of them: a row of odd length starts on a word's high half
+// every other row and ends on a low half the others, the other half the neighbour's, replaced by
+// the identity; a max folds the words packed (kPackedMax) and widens one word, a sum widens each
+// word's halves. Other rows are read by elements. kWide (rows of whole 8-byte words, 16- and
+// 32-bit values): by 8-byte words. The row is at least 2 values (9 for 16-bit).
+template <typename In, bool kWide, typename R>
+__device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage, int start, int cols, const R& r) {
+  using V = typename R::Value;
+  const auto fold = [&r](V a, V b) { return r.reduce(a, b); };
+  // A 32-bit word's value: two 16-bit values folded, or one float.
+  const auto value = [&r](uint32_t word) {
+    const uint32_t w[1] = {word};
+    if constexpr (sizeof(In) == 2) {
+      return r.reduce(widen_element<In, V>(w, 0), widen_element<In, V>(w, 1));
+    } else {
+      return widen_element<In, V>(w, 0);
+    }
+  };
+  if constexpr (kWide) {
+    const uint2* units = reinterpret_cast<const uint2*>(stage) + start * static_cast<int>(sizeof(In)) / 8;
+    const int n = cols * static_cast<int>(sizeof(In)) / 8;
+    if constexpr (kPackedMax<R, In, 2>) {
+      const PackedMaxFold<In> packed;
+      const auto unit = [&](int k) { return packed(units[k].x, units[k].y); };
+      return word_max<In>(fold_run(unit(0), n - 1, [&](int k) { return unit(1 + k); }, packed));
+    } else {
+      const auto unit = [&](int k) { return fold(value(units[k].x), value(units[k].y)); };
+      return fold_run(unit(0), n - 1, [&](int k) { return unit(1 + k); }, fold);
+    }
+  } else if constexpr (sizeof(In) == 2) {
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(stage) + start / 2;
+    const int n = (cols + 1) / 2;
+    const uint32_t none = identity_word<In>(r);
+    uint32_t first = words[0], last = words[n - 1];
+    if (start % 2) first = (first & 0xffff0000u) | (none & 0xffffu);
+    if ((start + cols) % 2) last = (last & 0xffffu) | (none & 0xffff0000u);
+    const auto middle = [words](int k) { return words[1 + k]; };
+    if constexpr (kPackedMax<R, In, 2>) {
+      const PackedMaxFold<In> packed;
+      return word_max<In>(fold_run(packed(first, last), n - 2, middle, packed));
+    } else {
+      return fold_run(fold(value(first), value(last)), n - 2, [&](int k) { return value(middle(k)); }, fold);
+    }
+  } else {
+    const In* row = reinterpret_cast<const In*>(stage) + start;
+    return fold_run(static_cast<V>(row[0]), cols - 1, [row](int k) { return static_cast<V>(row[1 + k]); }, fold);
+  }
+}
+
 // Dense rows (row i at x + i * cols, a 16-byte aligned x) of up to 128 bytes that are not whole
 // 16-byte packs (reduce.cu's launch_rows_unsplit, from 768 KB-4 MB of them): a block takes
 // block_rows rows (256 x rows a thread: their span is whole 16-byte packs), loads the span with
 // every thread's packs in flight (at most kPacks a thread, 4 or 8: the fewest that cover it, as 8
 // took 40 registers where 4 take 32) into shared memory, and each thread then folds its rows from
-// there, kStagedChunk values at a time as one pairwise tree (the slots past the row the identity),
-// the trees in order (at most 8 for 64 16-bit values: depth <= 10). The last block's elements past
-// its last whole pack go element by element. Before, these rows took the group kernel's unaligned
-// path a row at a time (float32 rows of 5-15 values: this kernel with a row a thread, 256 rows a
-// block): H200, us, bfloat16 sum of 4194304 x 9 190 -> 27.7 (torch.compile 60.4), float32
-// 4194304 x 5 43.9 -> 31.0 (30.9) (h200_study/session84.txt).
-constexpr int kStagedChunk = 8;
-template <typename In, typename Out, typename R, int kPacks>
+// there (staged_row_value). The last block's elements past its last whole pack go element by
+// element. Before, these rows took the group kernel's unaligned path a row at a time (float32
+// rows of 5-15 values: this kernel with a row a thread, 256 rows a block): H200, us, bfloat16 sum
+// of 4194304 x 9 190 -> 27.7 (torch.compile 60.4), float32 4194304 x 5 43.9 -> 31.0 (30.9)
+// (h200_study/session84.txt). The fold read a value at a time, 8 to a tree with a predicate and a
+// select each (the slots past the row the identity): the kernel was issue-bound (82% of issue
+// slots, bfloat16 x 9). By words, 16-bit maxes packed (staged_row_value), H200, us, that fold ->
+// this (session86.txt, sections 1-2): bfloat16 4194304 x 9 sum 27.39 -> 23.68, amax 27.28 ->
+// 23.20, x 17 sum 44.00 -> 38.27, x 63 133.06 -> 127.33; float32 x 17 79.01 -> 72.99, 442368 x 30
+// 19.01 -> 18.00; float64 1048576 x 13 32.32 -> 30.18.
+template <typename In, typename Out, typename R, int kPacks, bool kWide>
 __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                     int64_t rows, int cols, int block_rows, R r) {
   constexpr int kVec = kMaxVec<In>;
-  using V = typename R::Value;
   extern __shared__ uint4 staged_words[];
   In* staged = reinterpret_cast<In*>(staged_words);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * block_rows;
@@ -597,18 +676,12 @@ __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __
   }
   for (int e = packs * kVec + threadIdx.x; e < n; e += kBlock) staged[e] = span[e];
   __syncthreads();
-  const V none = r.finish(R::identity());
-  const auto fold = [&r](V a, V b) { return r.reduce(a, b); };
+  // Not unrolled: unrolled 4 times, the rows' uniform branches kept each row's shared reads
+  // apart and the code doubled, and float32 rows of 5-15 values were 2-10% slower (float32 4194304
+  // x 7 sum 39.73 -> 43.74 us, 65536 x 9 in a CUDA graph 2.53 -> 2.79; session86.txt, section 2).
+#pragma unroll 1
   for (int i = threadIdx.x; i < n_rows; i += kBlock) {
-    const In* row = staged + i * cols;
-    V acc = none;
-    for (int c0 = 0; c0 < cols; c0 += kStagedChunk) {
-      V v[kStagedChunk];
-#pragma unroll
-      for (int c = 0; c < kStagedChunk; ++c) v[c] = c0 + c < cols ? static_cast<V>(row[c0 + c]) : none;
-      acc = r.reduce(acc, tree_fold(v, fold));
-    }
-    out[row0 + i] = static_cast<Out>(acc);
+    out[row0 + i] = static_cast<Out>(staged_row_value<In, kWide>(staged_words, i * cols, cols, r));
   }
 }
 
