@@ -649,9 +649,9 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 // (h200_study/session84.txt). The fold read a value at a time, 8 to a tree with a predicate and a
 // select each (the slots past the row the identity): the kernel was issue-bound (82% of issue
 // slots, bfloat16 x 9). By words, 16-bit maxes packed (staged_row_value), H200, us, that fold ->
-// this (session86.txt, sections 1-2): bfloat16 4194304 x 9 sum 27.39 -> 23.68, amax 27.28 ->
-// 23.20, x 17 sum 44.00 -> 38.27, x 63 133.06 -> 127.33; float32 x 17 79.01 -> 72.99, 442368 x 30
-// 19.01 -> 18.00; float64 1048576 x 13 32.32 -> 30.18.
+// this (session86.txt, section 3): bfloat16 4194304 x 9 sum 27.36 -> 23.52, amax 27.23 -> 23.14,
+// x 17 sum 44.00 -> 38.00, x 63 132.86 -> 127.25; float16 x 9 amax 27.17 -> 22.98; float32 x 17
+// 79.10 -> 76.80, 442368 x 30 19.17 -> 17.98.
 template <typename In, typename Out, typename R, int kPacks, bool kWide>
 __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                     int64_t rows, int cols, int block_rows, R r) {
@@ -676,12 +676,19 @@ __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __
   }
   for (int e = packs * kVec + threadIdx.x; e < n; e += kBlock) staged[e] = span[e];
   __syncthreads();
-  // Not unrolled: unrolled 4 times, the rows' uniform branches kept each row's shared reads
-  // apart and the code doubled, and float32 rows of 5-15 values were 2-10% slower (float32 4194304
-  // x 7 sum 39.73 -> 43.74 us, 65536 x 9 in a CUDA graph 2.53 -> 2.79; session86.txt, section 2).
-#pragma unroll 1
-  for (int i = threadIdx.x; i < n_rows; i += kBlock) {
+  // The compiler's unrolling (4 times) only in the blocks of 8 packs a thread (rows of 65-128
+  // bytes, a row a thread): there the unrolled loop was 2-5% faster, in the others 2-10% slower.
+  // H200, us, not unrolled against unrolled (session86.txt, sections 2 and 4): float32 4194304 x
+  // 17 sum 76.75 against 73.28, float64 1048576 x 13 32.10 against 30.46; float32 4194304 x 7
+  // 39.73 against 43.74, x 9 41.02 against 43.17, 65536 x 9 in a CUDA graph 2.52 against 2.78.
+  const auto fold_row = [&](int i) {
     out[row0 + i] = static_cast<Out>(staged_row_value<In, kWide>(staged_words, i * cols, cols, r));
+  };
+  if constexpr (kPacks == 8) {
+    for (int i = threadIdx.x; i < n_rows; i += kBlock) fold_row(i);
+  } else {
+#pragma unroll 1
+    for (int i = threadIdx.x; i < n_rows; i += kBlock) fold_row(i);
   }
 }
 
