@@ -81,7 +81,8 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
     # Staged rows (dense rows not whole packs, from 768 KB-4 MB; any size with the knob): a block's
-    # rows through shared memory, 4 packs a thread (1001 x 13) and 8 (300 x 27 in 4-byte types).
+    # rows through shared memory, 256 rows a block (1001 x 13) and 128 past 64 bytes (300 x 27 in
+    # 4- and 8-byte types); 16-bit rows of odd length read by words shared between rows.
     os.environ["REDUCE_OPS_STAGED_MIN"] = "1"
     for shape in [(1001, 13), (300, 27)]:
         x = torch.randn(shape, device=dev, dtype=dtype)

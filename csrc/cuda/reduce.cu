@@ -253,15 +253,21 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
                                                  : int64_t{4} << 20;
   if (dense && row_bytes % 16 != 0 && row_bytes <= 128 &&
       a.rows * row_bytes >= env_positive("REDUCE_OPS_STAGED_MIN", staged_min)) {
+    // A block's rows: 256 x (12 KB / 256 / row bytes) up to 48 bytes a row, then 256 (at most 16 KB),
+    // and 128 past 64 bytes (8-16 KB; their span is whole 16-byte packs). Blocks of 256 rows of
+    // 65-128 bytes, 8 packs a thread, were slower, H200, us, 256 -> 128 rows (session86.txt,
+    // section 6): float32 442368 x 30 sum 17.98 -> 16.26 (torch.compile 16.77), 4194304 x 17 73.06
+    // -> 71.36; bfloat16 4194304 x 33 76.86 -> 68.45, x 63 127.46 -> 125.10; float64 1048576 x 13
+    // 30.27 -> 29.66; float32 49152 x 30 in a CUDA graph 4.07 -> 3.47. 128 rows of 49-64 bytes were
+    // slower (bfloat16 x 25 53.57 -> 56.13, float32 x 13 56.14 -> 57.02).
     constexpr int64_t kSpan = 12288;  // bytes a block, about
-    const int block_rows = kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
-    const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 256 x 128 bytes: 8 packs a thread
+    const int block_rows = row_bytes > 64 ? kBlock / 2
+                                          : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
+    const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 16 KB: 4 packs a thread
     auto launch = [&](auto wide_tag) {
       constexpr bool kWide = decltype(wide_tag)::value;
-      const auto kernel = smem <= 4 * kBlock * sizeof(uint4) ? reduce_staged_rows_kernel<In, Out, Tree, 4, kWide>
-                                                             : reduce_staged_rows_kernel<In, Out, Tree, 8, kWide>;
-      kernel<<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(x, out, a.rows, static_cast<int>(a.cols),
-                                                                     block_rows, Tree{});
+      reduce_staged_rows_kernel<In, Out, Tree, kWide><<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(
+          x, out, a.rows, static_cast<int>(a.cols), block_rows, Tree{});
     };
     // Rows of whole 8-byte words (16- and 32-bit values) are read by 8-byte words. H200, us, by
     // 32-bit words -> 8-byte (h200_study/session86.txt, section 1): float32 4194304 x 10 sum 47.20

@@ -639,10 +639,9 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 
 // Dense rows (row i at x + i * cols, a 16-byte aligned x) of up to 128 bytes that are not whole
 // 16-byte packs (reduce.cu's launch_rows_unsplit, from 768 KB-4 MB of them): a block takes
-// block_rows rows (256 x rows a thread: their span is whole 16-byte packs), loads the span with
-// every thread's packs in flight (at most kPacks a thread, 4 or 8: the fewest that cover it, as 8
-// took 40 registers where 4 take 32) into shared memory, and each thread then folds its rows from
-// there (staged_row_value). The last block's elements past its last whole pack go element by
+// block_rows rows (reduce.cu: 128 x rows a thread, their span whole 16-byte packs, at most 16 KB),
+// loads the span with every thread's packs in flight (at most kPacks, 4) into shared memory, and
+// each thread then folds its rows from there (staged_row_value). The last block's elements past its last whole pack go element by
 // element. Before, these rows took the group kernel's unaligned path a row at a time (float32
 // rows of 5-15 values: this kernel with a row a thread, 256 rows a block): H200, us, bfloat16 sum
 // of 4194304 x 9 190 -> 27.7 (torch.compile 60.4), float32 4194304 x 5 43.9 -> 31.0 (30.9)
@@ -652,10 +651,10 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 // this (session86.txt, section 3): bfloat16 4194304 x 9 sum 27.36 -> 23.52, amax 27.23 -> 23.14,
 // x 17 sum 44.00 -> 38.00, x 63 132.86 -> 127.25; float16 x 9 amax 27.17 -> 22.98; float32 x 17
 // 79.10 -> 76.80, 442368 x 30 19.17 -> 17.98.
-template <typename In, typename Out, typename R, int kPacks, bool kWide>
+template <typename In, typename Out, typename R, bool kWide>
 __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                     int64_t rows, int cols, int block_rows, R r) {
-  constexpr int kVec = kMaxVec<In>;
+  constexpr int kVec = kMaxVec<In>, kPacks = 4;
   extern __shared__ uint4 staged_words[];
   In* staged = reinterpret_cast<In*>(staged_words);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * block_rows;
@@ -676,19 +675,15 @@ __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __
   }
   for (int e = packs * kVec + threadIdx.x; e < n; e += kBlock) staged[e] = span[e];
   __syncthreads();
-  // The compiler's unrolling (4 times) only in the blocks of 8 packs a thread (rows of 65-128
-  // bytes, a row a thread): there the unrolled loop was 2-5% faster, in the others 2-10% slower.
-  // H200, us, not unrolled against unrolled (session86.txt, sections 2 and 4): float32 4194304 x
-  // 17 sum 76.75 against 73.28, float64 1048576 x 13 32.10 against 30.46; float32 4194304 x 7
-  // 39.73 against 43.74, x 9 41.02 against 43.17, 65536 x 9 in a CUDA graph 2.52 against 2.78.
-  const auto fold_row = [&](int i) {
-    out[row0 + i] = static_cast<Out>(staged_row_value<In, kWide>(staged_words, i * cols, cols, r));
-  };
-  if constexpr (kPacks == 8) {
-    for (int i = threadIdx.x; i < n_rows; i += kBlock) fold_row(i);
-  } else {
+  // Not unrolled: unrolled 4 times (the compiler's choice), the rows' uniform branches kept each
+  // row's shared reads apart and the code doubled, and float32 rows of 5-15 values were 2-10%
+  // slower. H200, us, not unrolled against unrolled (session86.txt, sections 2 and 4): float32
+  // 4194304 x 7 sum 39.73 against 43.74, x 9 41.02 against 43.17, 65536 x 9 in a CUDA graph 2.52
+  // against 2.78. (With 256 rows of 65-128 bytes a block, 8 packs a thread, unrolled was faster:
+  // float32 4194304 x 17 73.28 against 76.75; 128 rows a block beat both, 71.36.)
 #pragma unroll 1
-    for (int i = threadIdx.x; i < n_rows; i += kBlock) fold_row(i);
+  for (int i = threadIdx.x; i < n_rows; i += kBlock) {
+    out[row0 + i] = static_cast<Out>(staged_row_value<In, kWide>(staged_words, i * cols, cols, r));
   }
 }
 
