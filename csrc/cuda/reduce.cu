@@ -256,10 +256,10 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // A block's rows: 256 x (12 KB / 256 / row bytes) up to 48 bytes a row, then 256 (at most 16 KB),
     // and 128 past 64 bytes (8-16 KB; their span is whole 16-byte packs). Blocks of 256 rows of
     // 65-128 bytes, 8 packs a thread, were slower, H200, us, 256 -> 128 rows (session86.txt,
-    // section 6): float32 442368 x 30 sum 17.98 -> 16.26 (torch.compile 16.77), 4194304 x 17 73.06
-    // -> 71.36; bfloat16 4194304 x 33 76.86 -> 68.45, x 63 127.46 -> 125.10; float64 1048576 x 13
-    // 30.27 -> 29.66; float32 49152 x 30 in a CUDA graph 4.07 -> 3.47. 128 rows of 49-64 bytes were
-    // slower (bfloat16 x 25 53.57 -> 56.13, float32 x 13 56.14 -> 57.02).
+    // section 6): float32 442368 x 30 sum 17.98 -> 16.26 (torch.compile 16.74 in section 7),
+    // 4194304 x 17 73.06 -> 71.36; bfloat16 4194304 x 33 76.86 -> 68.45, x 63 127.46 -> 125.10;
+    // float64 1048576 x 13 30.27 -> 29.66; float32 49152 x 30 in a CUDA graph 4.07 -> 3.47. 128 rows
+    // of 49-64 bytes were slower (bfloat16 x 25 53.57 -> 56.13, float32 x 13 56.14 -> 57.02).
     constexpr int64_t kSpan = 12288;  // bytes a block, about
     const int block_rows = row_bytes > 64 ? kBlock / 2
                                           : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
