@@ -261,8 +261,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // float64 1048576 x 13 30.27 -> 29.66; float32 49152 x 30 in a CUDA graph 4.07 -> 3.47. 128 rows
     // of 49-64 bytes were slower (bfloat16 x 25 53.57 -> 56.13, float32 x 13 56.14 -> 57.02).
     constexpr int64_t kSpan = 12288;  // bytes a block, about
-    const int block_rows = row_bytes > 64 ? kBlock / 2
-                                          : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
+    const int block_rows =
+        row_bytes > 64 ? kBlock / 2 : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 16 KB: 4 packs a thread
     auto launch = [&](auto wide_tag) {
       constexpr bool kWide = decltype(wide_tag)::value;
