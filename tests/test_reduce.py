@@ -543,9 +543,9 @@ def test_tiny_rows(device, dtype, rows):
 # from 768 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
 # row, rows of whole 8-byte words by 8-byte words (kWide); REDUCE_OPS_STAGED_MIN=1 takes it for
 # these small inputs): every such length (blocks of 256 rows up to 64 bytes, 128 past), one row, a
-# block's rows and several blocks with a partial last one, the values a fold must keep. 16-bit rows are
-# read by 32-bit words, and an odd length shares a word between rows 0 and 1 and between rows 2
-# and 3: a NaN or inf at those rows' shared ends must stay in its own row.
+# block's rows and several blocks with a partial last one, the values a fold must keep. 16-bit
+# rows are read by 32-bit words, and an odd length shares a word between rows 0 and 1 and between
+# rows 2 and 3: a NaN or inf at those rows' shared ends must stay in its own row.
 @pytest.mark.parametrize("rows", [1, 257, 3001])
 def test_staged_rows(device, dtype, rows, monkeypatch):
     monkeypatch.setenv("REDUCE_OPS_STAGED_MIN", "1")

@@ -264,6 +264,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     const int block_rows =
         row_bytes > 64 ? kBlock / 2 : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 16 KB: 4 packs a thread
+    TORCH_INTERNAL_ASSERT(smem <= size_t{kStagedPacks} * kBlock * sizeof(uint4), "staged span past a block's loads");
     auto launch = [&](auto wide_tag) {
       constexpr bool kWide = decltype(wide_tag)::value;
       reduce_staged_rows_kernel<In, Out, Tree, kWide><<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(

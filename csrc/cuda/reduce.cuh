@@ -641,7 +641,7 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 // Dense rows (row i at x + i * cols, a 16-byte aligned x) of up to 128 bytes that are not whole
 // 16-byte packs (reduce.cu's launch_rows_unsplit, from 768 KB-4 MB of them): a block takes
 // block_rows rows (128, or a multiple of 256: their span is whole 16-byte packs, at most 16 KB),
-// loads the span with every thread's packs in flight (at most kPacks, 4) into shared memory, and
+// loads the span with every thread's packs in flight (at most kStagedPacks) into shared memory, and
 // each thread then folds its rows from there (staged_row_value). The last block's elements past
 // its last whole pack go element by element. Before, these rows took the group kernel's unaligned
 // path a row at a time (float32 rows of 5-15 values: this kernel with a row a thread, 256 rows a
@@ -652,10 +652,11 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 // (staged_row_value), H200, us, that fold -> this (session86.txt, section 3): bfloat16 4194304 x 9
 // sum 27.36 -> 23.52, amax 27.23 -> 23.14, x 17 sum 44.00 -> 38.00, x 63 132.86 -> 127.25; float16
 // x 9 amax 27.17 -> 22.98; float32 x 17 79.10 -> 76.80, 442368 x 30 19.17 -> 17.98.
+constexpr int kStagedPacks = 4;  // a block's span is at most kStagedPacks x kBlock packs (16 KB)
 template <typename In, typename Out, typename R, bool kWide>
 __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                     int64_t rows, int cols, int block_rows, R r) {
-  constexpr int kVec = kMaxVec<In>, kPacks = 4;
+  constexpr int kVec = kMaxVec<In>, kPacks = kStagedPacks;
   extern __shared__ uint4 staged_words[];
   In* staged = reinterpret_cast<In*>(staged_words);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * block_rows;
