@@ -516,16 +516,18 @@ def test_short_rows_idle_lanes_and_rows(device, dtype, packs, rows):
 
 
 # Dense rows shorter than a 16-byte pack (reduce_tiny_rows_kernel on CUDA: a thread takes a pack's
-# worth of rows, the last ones under a pack element by element): every such length, row counts
-# around a thread's share and past a block's, the same rows from a start off 16 bytes and as a
-# slice with a longer row stride (the other kernels' paths), and the values a fold must keep.
+# worth of rows, the last ones under a pack element by element; rows of 4 values or more loaded as a
+# stream, kStream): every such length, row counts around a thread's share and past a block's, the
+# same rows from a start off 16 bytes and as a slice with a longer row stride (the other kernels'
+# paths), and the values a fold must keep.
 @pytest.mark.parametrize("rows", [1, 7, 8, 9, 1001, 4099, 65537])
 def test_tiny_rows(device, dtype, rows):
     per_pack = 16 // dtype.itemsize
     for cols in range(1, per_pack):  # 1: a dim reduce_geometry drops (no row), for the other paths
         x = make_input((rows, cols), dtype, device)
         if device == "cuda" and cols > 1:
-            assert launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_tiny_rows_kernel")
+            tiny = launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_tiny_rows_kernel")
+            assert [a[3:] for a in tiny] == [[str(cols), "true" if cols >= 4 else "false"]], cols
         check_reductions(x, -1)
         check_amax(-x.abs() - 1, -1)  # every value negative: a pad of zeros folded in would win the max
         check_sum(x.view(1, rows, cols), 2, keepdim=True)
@@ -541,11 +543,12 @@ def test_tiny_rows(device, dtype, rows):
 
 # Dense rows of up to 128 bytes that are not whole 16-byte packs (reduce_staged_rows_kernel on CUDA,
 # from 768 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
-# row, rows of whole 8-byte words by 8-byte words (kWide); REDUCE_OPS_STAGED_MIN=1 takes it for
-# these small inputs): every such length (blocks of 256 rows up to 64 bytes, 128 past), one row, a
-# block's rows and several blocks with a partial last one, the values a fold must keep. 16-bit
-# rows are read by 32-bit words, and an odd length shares a word between rows 0 and 1 and between
-# rows 2 and 3: a NaN or inf at those rows' shared ends must stay in its own row.
+# row, rows of whole 8-byte words by 8-byte words (kWide), rows of 4 values or more loaded as a
+# stream (kStream); REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length
+# (blocks of 256 rows up to 64 bytes, 128 past), one row, a block's rows and several blocks with a
+# partial last one, the values a fold must keep. 16-bit rows are read by 32-bit words, and an odd
+# length shares a word between rows 0 and 1 and between rows 2 and 3: a NaN or inf at those rows'
+# shared ends must stay in its own row.
 @pytest.mark.parametrize("rows", [1, 257, 3001])
 def test_staged_rows(device, dtype, rows, monkeypatch):
     monkeypatch.setenv("REDUCE_OPS_STAGED_MIN", "1")
@@ -554,7 +557,9 @@ def test_staged_rows(device, dtype, rows, monkeypatch):
         x = make_input((rows, cols), dtype, device)
         if device == "cuda":
             staged = launches_of(cuda_kernels_run(lambda: reduce_ops.amax(x, -1)), "reduce_staged_rows_kernel")
-            expected = [] if cols * item % 16 == 0 else [["true" if cols * item % 8 == 0 and item < 8 else "false"]]
+            wide = "true" if cols * item % 8 == 0 and item < 8 else "false"
+            streamed = "true" if cols >= 4 else "false"  # kStreamMinCols: float64 rows of 3 load plainly
+            expected = [] if cols * item % 16 == 0 else [[wide, streamed]]
             assert [a[3:] for a in staged] == expected, cols
         check_reductions(x, -1)
         check_amax(-x.abs() - 1, -1)
@@ -569,6 +574,22 @@ def test_staged_rows(device, dtype, rows, monkeypatch):
             z[2, cols - 1] = float("inf")
             check_sum(z, -1)
             check_amax(z, -1)
+
+
+# The staged and tiny rows load as a stream only where their output fits in the L2 (reduce.cu's
+# stream_rows): rows a few packs' worth either side of an output of the L2's size, float64 rows of
+# 5 (staged) and bfloat16 rows of 4 (tiny; 4 times the L2 of input).
+@requires_cuda
+@pytest.mark.parametrize("dtype,cols,kernel", [(torch.float64, 5, "reduce_staged_rows_kernel"),
+                                               (torch.bfloat16, 4, "reduce_tiny_rows_kernel")])
+def test_streamed_rows_by_output(dtype, cols, kernel):
+    l2_rows = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size // dtype.itemsize
+    for rows, streamed in ((l2_rows - 16, "true"), (l2_rows + 16, "false")):
+        x = make_input((rows, cols), dtype, "cuda")
+        launches = launches_of(cuda_kernels_run(lambda: reduce_ops.amax(x, -1)), kernel)
+        assert [a[-1] for a in launches] == [streamed], rows
+        check_amax(x, -1)
+        del x
 
 
 # Without the knob, staged rows from 768 KB of them where the narrow packs would be 2 bytes, from

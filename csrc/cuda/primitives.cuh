@@ -107,6 +107,19 @@ __device__ __forceinline__ T shfl_xor(T v, int mask, int width) {
   }
 }
 
+// A 16-byte load of data read once (ld.global.cs, "cache streaming": its lines go into the L1 and
+// the L2 first in line for eviction, so the stream does not push out what others left there).
+// For the reductions' staged and tiny rows (reduce.cuh), where it made them 2-17% faster than
+// plain (read-only) loads on the H200 (h200_study/session87.txt, section 6).
+template <typename T>
+__device__ __forceinline__ T load_streaming(const T* p) {
+  static_assert(sizeof(T) == 16, "one 16-byte pack");
+  const uint4 w = __ldcs(reinterpret_cast<const uint4*>(p));
+  T v;
+  memcpy(&v, &w, sizeof(T));
+  return v;
+}
+
 // A load through L2 only (never a possibly stale L1 line), for data other blocks wrote during
 // this kernel; any trivially copyable value of whole 32-bit words.
 template <typename T>

@@ -125,6 +125,17 @@ bool segments_aligned(const In* x, const RowsArgs& a) {
          a.outer_stride % kVec == 0 && (a.inner == 1 || a.inner_stride % kVec == 0);
 }
 
+// Whether the staged and tiny rows (`cols` values each, `out_bytes` of results in all) load as a
+// stream (load_streaming): rows of at least kStreamMinCols values (reduce.cuh says what shorter
+// ones lost) whose output fits in the L2. Past it, the output's dirty lines leave for DRAM during
+// the kernel whatever the loads, and streaming loads lost: H200, us, plain -> streaming
+// (h200_study/session87.txt, section 7): float64 16777216 x 5 (134 MB out) sum 189.41 -> 195.58,
+// amax 189.34 -> 196.35; where the output fits (33.5 MB), bfloat16 16777216 x 5 sum 58.72 ->
+// 56.42, float64 4194304 x 5 54.40 -> 52.93.
+inline bool stream_rows(int64_t cols, int64_t out_bytes) {
+  return cols >= kStreamMinCols && out_bytes <= props().l2CacheSize;
+}
+
 // Dense rows shorter than a pack, of a 16-byte aligned x (reduce_tiny_rows_kernel), kCols = cols
 // (from 2: a reduced dim of 1 is no row, reduce_geometry drops it).
 template <typename In, typename Out, typename R, int kCols = 2>
@@ -133,8 +144,14 @@ void launch_tiny_rows(const In* x, Out* out, const RowsArgs& a, const R& r, cuda
     if (a.cols != kCols) return launch_tiny_rows<In, Out, R, kCols + 1>(x, out, a, r, stream);
     using Tree = typename TreeReducer<R>::type;
     const int64_t threads = ceil_div(a.rows, kMaxVec<In>);  // a thread a pack's worth of rows
-    reduce_tiny_rows_kernel<In, Out, Tree, kCols><<<ceil_div(threads, kBlock), kBlock, 0, stream>>>(
-        x, out, a.rows, is_aligned(out, 16), Tree{});
+    const auto launch = [&](auto stream_tag) {
+      reduce_tiny_rows_kernel<In, Out, Tree, kCols, decltype(stream_tag)::value>
+          <<<ceil_div(threads, kBlock), kBlock, 0, stream>>>(x, out, a.rows, is_aligned(out, 16), Tree{});
+    };
+    if constexpr (kCols >= kStreamMinCols) {
+      if (stream_rows(kCols, a.rows * static_cast<int64_t>(sizeof(Out)))) return launch(std::true_type{});
+    }
+    launch(std::false_type{});
   }
 }
 
@@ -265,10 +282,15 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
         row_bytes > 64 ? kBlock / 2 : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 16 KB: 4 packs a thread
     TORCH_INTERNAL_ASSERT(smem <= size_t{kStagedPacks} * kBlock * sizeof(uint4), "staged span past a block's loads");
+    const bool streamed = stream_rows(a.cols, a.rows * static_cast<int64_t>(sizeof(Out)));
     auto launch = [&](auto wide_tag) {
       constexpr bool kWide = decltype(wide_tag)::value;
-      reduce_staged_rows_kernel<In, Out, Tree, kWide><<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(
-          x, out, a.rows, static_cast<int>(a.cols), block_rows, Tree{});
+      const auto go = [&](auto kernel) {
+        kernel<<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(x, out, a.rows, static_cast<int>(a.cols),
+                                                                       block_rows, Tree{});
+      };
+      if (streamed) return go(reduce_staged_rows_kernel<In, Out, Tree, kWide, true>);
+      go(reduce_staged_rows_kernel<In, Out, Tree, kWide, false>);
     };
     // Rows of whole 8-byte words (16- and 32-bit values) are read by 8-byte words. H200, us, by
     // 32-bit words -> 8-byte (h200_study/session86.txt, section 1): float32 4194304 x 10 sum 47.20

@@ -508,14 +508,28 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_short_rows_kernel(const In* __res
   }
 }
 
+// The staged and tiny rows' loads (load_streaming, primitives.cuh) take rows of at least this many
+// values as a stream (where their output fits in the L2: reduce.cu's stream_rows): their lines go
+// first when the L1 and the L2 make room. H200, us, plain -> streaming loads
+// (h200_study/session87.txt, section 6; events after bench.py's flush, which leaves the L2 dirty
+// for rows of up to 8 values, clean past): staged float32 4194304 x 5 sum 30.78 -> 29.66, x 7
+// 39.94 -> 36.70, x 9 41.09 -> 39.07, x 17 71.42 -> 66.56; bfloat16 x 9 23.68 -> 22.94, x 20 43.58
+// -> 41.02, x 33 68.58 -> 63.81; float64 x 5 54.69 -> 54.08, x 9 78.34 -> 75.71; tiny bfloat16 x 5
+// 21.73 -> 18.98, x 7 28.51 -> 25.15; CUDA graphs within 1% (bfloat16 262144 x 5 3.13 -> 2.86).
+// Rows of 2-3 values, whose output is a third of the input or more, lost: float64 4194304 x 3
+// 37.89 -> 38.48, 16777216 x 3 127.98 -> 137.25; float32 16777216 x 3 68.38 -> 71.52, x 2 53.28 ->
+// 55.65.
+constexpr int kStreamMinCols = 4;
+
 // Rows shorter than a 16-byte pack (kCols < kVec elements), dense (row i at x + i * kCols) from
 // a 16-byte aligned x: kVec rows are kCols whole packs. A thread takes kVec rows, loads their
 // kCols packs (all in flight), folds each row's values in order (at most 7: their error stays
 // under the short rows' tree's) and writes its kVec results, as whole 16-byte words where `out`
 // is 16-byte aligned. The last rows, under kVec, go element by element. Before, these rows took
 // the group kernel's unaligned path a row at a time: H200, bfloat16 sum of 16777216 x 4, 660 us
-// against torch.compile's 52.7, now 47 (h200_study/session83.txt, section 3).
-template <typename In, typename Out, typename R, int kCols>
+// against torch.compile's 52.7, now 47 (h200_study/session83.txt, section 3). kStream: the packs
+// load as a stream (load_streaming; reduce.cu's stream_rows says when).
+template <typename In, typename Out, typename R, int kCols, bool kStream>
 __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_tiny_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                 int64_t rows, bool out_aligned, R r) {
   constexpr int kVec = kMaxVec<In>;
@@ -530,7 +544,10 @@ __global__ void REDUCE_OPS_GROUP_BOUNDS reduce_tiny_rows_kernel(const In* __rest
   if (whole) {
     P p[kCols];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) p[c] = reinterpret_cast<const P*>(x)[tile * kCols + c];
+    for (int c = 0; c < kCols; ++c) {
+      const P* src = reinterpret_cast<const P*>(x) + tile * kCols + c;
+      p[c] = kStream ? load_streaming(src) : *src;
+    }
     memcpy(v, p, sizeof(p));
   } else {
     const In none = static_cast<In>(r.finish(R::identity()));
@@ -651,9 +668,10 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 // issue-bound (82% of issue slots, bfloat16 x 9). By words, 16-bit maxes packed
 // (staged_row_value), H200, us, that fold -> this (session86.txt, section 3): bfloat16 4194304 x 9
 // sum 27.36 -> 23.52, amax 27.23 -> 23.14, x 17 sum 44.00 -> 38.00, x 63 132.86 -> 127.25; float16
-// x 9 amax 27.17 -> 22.98; float32 x 17 79.10 -> 76.80, 442368 x 30 19.17 -> 17.98.
+// x 9 amax 27.17 -> 22.98; float32 x 17 79.10 -> 76.80, 442368 x 30 19.17 -> 17.98. kStream: the
+// span loads as a stream (load_streaming; reduce.cu's stream_rows says when).
 constexpr int kStagedPacks = 4;  // a block's span is at most kStagedPacks x kBlock packs (16 KB)
-template <typename In, typename Out, typename R, bool kWide>
+template <typename In, typename Out, typename R, bool kWide, bool kStream>
 __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                     int64_t rows, int cols, int block_rows, R r) {
   constexpr int kVec = kMaxVec<In>, kPacks = kStagedPacks;
@@ -668,7 +686,7 @@ __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
     const int p = threadIdx.x + k * kBlock;
-    if (p < packs) w[k] = reinterpret_cast<const uint4*>(span)[p];
+    if (p < packs) w[k] = kStream ? load_streaming(reinterpret_cast<const uint4*>(span) + p) : reinterpret_cast<const uint4*>(span)[p];
   }
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
