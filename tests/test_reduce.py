@@ -544,13 +544,18 @@ def test_tiny_rows(device, dtype, rows):
 # Dense rows of up to 128 bytes that are not whole 16-byte packs (reduce_staged_rows_kernel on CUDA,
 # from 768 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
 # row, rows of whole 8-byte words by 8-byte words (kWide), rows of 4 values or more loaded as a
-# stream (kStream); REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length
-# (blocks of 256 rows up to 64 bytes, 128 past), one row, a block's rows and several blocks with a
-# partial last one, the values a fold must keep. 16-bit rows are read by 32-bit words, and an odd
-# length shares a word between rows 0 and 1 and between rows 2 and 3: a NaN or inf at those rows'
-# shared ends must stay in its own row.
-@pytest.mark.parametrize("rows", [1, 257, 3001])
+# stream (kStream); REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length, one
+# row, a block's rows and several blocks with a partial last one, the values a fold must keep.
+# Blocks of 256 or 512 rows up to 64 bytes, 128 past, halved to 128 rows while they are fewer than
+# the SMs: "full" (CUDA only) is 512 rows an SM and one more, whole blocks of every size. 16-bit
+# rows are read by 32-bit words, and an odd length shares a word between rows 0 and 1 and between
+# rows 2 and 3: a NaN or inf at those rows' shared ends must stay in its own row.
+@pytest.mark.parametrize("rows", [1, 257, 3001, "full"])
 def test_staged_rows(device, dtype, rows, monkeypatch):
+    if rows == "full":
+        if device != "cuda":
+            pytest.skip("the blocks' size is the CUDA kernel's")
+        rows = 512 * torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count + 1
     monkeypatch.setenv("REDUCE_OPS_STAGED_MIN", "1")
     item = dtype.itemsize
     for cols in range(16 // item + 1, 128 // item + 1):

@@ -277,9 +277,16 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // 4194304 x 17 73.06 -> 71.36; bfloat16 4194304 x 33 76.86 -> 68.45, x 63 127.46 -> 125.10;
     // float64 1048576 x 13 30.27 -> 29.66; float32 49152 x 30 in a CUDA graph 4.07 -> 3.47. 128 rows
     // of 49-64 bytes were slower (bfloat16 x 25 53.57 -> 56.13, float32 x 13 56.14 -> 57.02).
+    // Blocks fewer than the SMs are halved, down to 128 rows, so that more SMs share a small input.
+    // H200, CUDA graphs, us, whole blocks -> halved (session87.txt, section 9; torch.compile):
+    // bfloat16 65536 x 9 sum 2.40 -> 2.22 (6.30), 49152 x 9 2.32 -> 2.17 (2.94); float32 32768 x 9
+    // 2.22 -> 2.18 (2.28); float64 32768 x 3 2.38 -> 2.32; the inputs whose blocks cover the SMs
+    // unchanged (bfloat16 131072 x 9 2.73 -> 2.74). (By events, 4194304 x 9 bfloat16, 128 rows a block
+    // lost: 23.62 -> 37.92 us, session87.txt section 2.)
     constexpr int64_t kSpan = 12288;  // bytes a block, about
-    const int block_rows =
+    int block_rows =
         row_bytes > 64 ? kBlock / 2 : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
+    while (block_rows > kBlock / 2 && ceil_div(a.rows, int64_t{block_rows}) < sm_count()) block_rows /= 2;
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 16 KB: 4 packs a thread
     TORCH_INTERNAL_ASSERT(smem <= size_t{kStagedPacks} * kBlock * sizeof(uint4), "staged span past a block's loads");
     const bool streamed = stream_rows(a.cols, a.rows * static_cast<int64_t>(sizeof(Out)));
