@@ -686,7 +686,10 @@ __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
     const int p = threadIdx.x + k * kBlock;
-    if (p < packs) w[k] = kStream ? load_streaming(reinterpret_cast<const uint4*>(span) + p) : reinterpret_cast<const uint4*>(span)[p];
+    if (p < packs) {
+      const uint4* src = reinterpret_cast<const uint4*>(span) + p;
+      w[k] = kStream ? load_streaming(src) : *src;
+    }
   }
 #pragma unroll
   for (int k = 0; k < kPacks; ++k) {
