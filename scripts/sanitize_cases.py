@@ -81,10 +81,15 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
     # Staged rows (dense rows not whole packs, from 768 KB-4 MB; any size with the knob): a block's
-    # rows through shared memory, 256 rows a block (1001 x 13) and 128 past 64 bytes (300 x 27 in
-    # 4- and 8-byte types); 16-bit rows of odd length read by words shared between rows.
+    # rows through shared memory; 16-bit rows of odd length read by words shared between rows.
+    # Blocks fewer than the SMs are halved to 128 rows (1001 x 13, 300 x 27); 512 rows an SM and one
+    # more keep whole blocks: 512 rows of up to 24 bytes (float32 x 5, float64 x 3, bfloat16 x 9),
+    # 256 of 25-64 bytes (float32 x 13, bfloat16 x 13 and x 27), 128 past 64 bytes (float32 x 27,
+    # float64 x 13; float64 x 27, 216 bytes, is not staged).
     os.environ["REDUCE_OPS_STAGED_MIN"] = "1"
-    for shape in [(1001, 13), (300, 27)]:
+    full = 512 * (torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 1) + 1
+    short = {torch.float32: 5, torch.float64: 3}.get(dtype, 9)
+    for shape in [(1001, 13), (300, 27), (full, 13), (full, short), (full, 27)]:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum staged {dtype} {shape}", reduce_ops.sum(x, -1), x.double().sum(-1), tol * 50)
         check(f"amax staged {dtype} {shape}", reduce_ops.amax(x, -1), torch.amax(x, -1), 0)
