@@ -59,7 +59,7 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # 4- and 8-byte types with one warp, 16 x 1536 and 4 x 4096 with 4 and 8), short rows
     # (1001 x 128; 1001 x 48, lanes past the row; 1001 x 16 and 1001 x 8, groups of 1-4 lanes),
     # tiny rows (1001 x 3: shorter than a pack, a thread a pack's worth of rows), short rows of
-    # narrow packs (1001 x 13: 2-, 4- or 8-byte packs; staged below), group rows
+    # narrow packs (501 x 13: 2-, 4- or 8-byte packs, under the 32 KB where staging starts), group rows
     # (4..32 lanes), block rows (300 rows of 4096 and 4001: one round a thread, added plain; of
     # 8192: two rounds), split rows of one round a segment (few long aligned rows, whole tensors;
     # segments past the row's packs load its last one) and of any length (70001, 140001), small
@@ -72,7 +72,7 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
             torch.bfloat16: [((4300, 4608), -1), ((1100, 24584), -1)]}.get(dtype, [])
     for shape, dim in wide + [((1024,), None), ((64, 13), -1), ((64, 100), -1), ((64, 500), -1), ((16, 1536), -1),
                        ((4, 4096), -1), ((1001, 128), -1), ((1001, 48), -1), ((1001, 16), -1), ((1001, 8), -1),
-                       ((1001, 3), -1), ((1001, 13), -1), ((8, 3000), -1), ((2, 70000), -1), ((3, 70001), -1),
+                       ((1001, 3), -1), ((501, 13), -1), ((8, 3000), -1), ((2, 70000), -1), ((3, 70001), -1),
                        ((300, 4096), -1), ((300, 4001), -1), ((300, 8192), -1),
                        ((140000,), None), ((140001,), None), ((4, 256), 0), ((8, 128), 0), ((16, 12), 0),
                        ((64, 72), 0), ((300, 64), 0), ((2000, 32), 0), ((3, 64, 40), 1), ((5000, 8), 0),
@@ -80,16 +80,18 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
-    # Staged rows (dense rows not whole packs, from 768 KB-4 MB; any size with the knob): a block's
+    # Staged rows (dense rows not whole packs, from 32 KB-4 MB; any size with the knob): a block's
     # rows through shared memory; 16-bit rows of odd length read by words shared between rows.
     # Blocks fewer than the SMs are halved to 128 rows (1001 x 13, 300 x 27); 512 rows an SM and one
-    # more keep whole blocks: 512 rows of up to 24 bytes (float32 x 5, float64 x 3, bfloat16 x 9),
-    # 256 of 25-64 bytes (float32 x 13, bfloat16 x 13 and x 27), 128 past 64 bytes (float32 x 27,
-    # float64 x 13; float64 x 27, 216 bytes, is not staged).
+    # more keep whole blocks of 256 rows up to 64 bytes (float32 x 5 and x 13, float64 x 3, bfloat16
+    # x 9, x 13 and x 27; rows of up to 24 bytes take 256 while those fit 8 blocks an SM) and of 128
+    # past 64 bytes (float32 x 27, float64 x 13; float64 x 27, 216 bytes, is not staged); 2048 rows
+    # an SM and one more, whole blocks of 512 rows of up to 24 bytes.
     os.environ["REDUCE_OPS_STAGED_MIN"] = "1"
-    full = 512 * (torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 1) + 1
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 1
+    mid, full = 512 * sms + 1, 2048 * sms + 1
     short = {torch.float32: 5, torch.float64: 3}.get(dtype, 9)
-    for shape in [(1001, 13), (300, 27), (full, 13), (full, short), (full, 27)]:
+    for shape in [(1001, 13), (300, 27), (mid, 13), (mid, short), (mid, 27), (full, short)]:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum staged {dtype} {shape}", reduce_ops.sum(x, -1), x.double().sum(-1), tol * 50)
         check(f"amax staged {dtype} {shape}", reduce_ops.amax(x, -1), torch.amax(x, -1), 0)

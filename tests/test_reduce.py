@@ -542,20 +542,23 @@ def test_tiny_rows(device, dtype, rows):
 
 
 # Dense rows of up to 128 bytes that are not whole 16-byte packs (reduce_staged_rows_kernel on CUDA,
-# from 768 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
+# from 32 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
 # row, rows of whole 8-byte words by 8-byte words (kWide), rows of 4 values or more loaded as a
 # stream (kStream); REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length, one
 # row, a block's rows and several blocks with a partial last one, the values a fold must keep.
-# Blocks of 256 or 512 rows up to 64 bytes, 128 past, halved to 128 rows while they are fewer than
-# the SMs: "full" (CUDA only) is 512 rows an SM and one more, whole blocks of every size. 16-bit
+# Blocks of 256 or 512 rows up to 64 bytes, 128 past; rows of up to 24 bytes take 256 while those
+# blocks fit 8 an SM; halved to 128 rows while they are fewer than the SMs. CUDA only: "mid" is 512
+# rows an SM and one more (whole blocks of 256 rows of up to 64 bytes, of 128 past), "full" 2048
+# rows an SM and one more (whole blocks of 512 rows of up to 24 bytes). 16-bit
 # rows are read by 32-bit words, and an odd length shares a word between rows 0 and 1 and between
 # rows 2 and 3: a NaN or inf at those rows' shared ends must stay in its own row.
-@pytest.mark.parametrize("rows", [1, 257, 3001, "full"])
+@pytest.mark.parametrize("rows", [1, 257, 3001, "mid", "full"])
 def test_staged_rows(device, dtype, rows, monkeypatch):
-    if rows == "full":
+    if rows in ("mid", "full"):
         if device != "cuda":
             pytest.skip("the blocks' size is the CUDA kernel's")
-        rows = 512 * torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count + 1
+        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        rows = (512 if rows == "mid" else 2048) * sms + 1
     monkeypatch.setenv("REDUCE_OPS_STAGED_MIN", "1")
     item = dtype.itemsize
     for cols in range(16 // item + 1, 128 // item + 1):
@@ -597,15 +600,22 @@ def test_streamed_rows_by_output(dtype, cols, kernel):
         del x
 
 
-# Without the knob, staged rows from 768 KB of them where the narrow packs would be 2 bytes, from
-# 1 MB where 4, from 4 MB where 8: bfloat16 65536 x 9 (1.1 MB), float32 32768 x 9 (1.1 MB) and
-# bfloat16 262144 x 12 (6 MB) are staged; half as many rows of each take the narrow packs
-# (test_narrow_rows).
+# Without the knob, dense rows are staged from 32 KB of them where the narrow packs would be 2 or 4
+# bytes and the rows are up to 64 bytes long (STAGED_LEAST), at any size where they are 65-128 bytes
+# long (the group kernel's otherwise), and from 4 MB where the packs would be 8 bytes: the fewest
+# rows that reach the size are staged, one row fewer (where there is one) are not (test_narrow_rows).
+STAGED_LEAST = 32 << 10
+
+
 @requires_cuda
-@pytest.mark.parametrize("dtype,rows,cols", [(torch.bfloat16, 65536, 9), (torch.float32, 32768, 9),
-                                             (torch.bfloat16, 262144, 12)])
-def test_staged_rows_by_default(dtype, rows, cols):
-    for n, staged in ((rows, True), (rows // 2, False)):
+@pytest.mark.parametrize("dtype,cols,least", [(torch.bfloat16, 9, STAGED_LEAST), (torch.float32, 9, STAGED_LEAST),
+                                              (torch.float16, 10, STAGED_LEAST), (torch.bfloat16, 12, 4 << 20),
+                                              (torch.float32, 31, 0), (torch.bfloat16, 63, 0)])
+def test_staged_rows_by_default(dtype, cols, least):
+    first = max(1, -(-least // (cols * dtype.itemsize)))
+    for n, staged in ((first, True), (first - 1, False)):
+        if n == 0:
+            continue
         x = make_input((n, cols), dtype, "cuda")
         assert bool(launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_staged_rows_kernel")) == staged
         check_reductions(x, -1)
@@ -628,9 +638,12 @@ def test_narrow_rows(device, dtype, rows):
                 stride = x.stride(0) * item if rows > 1 else 0
                 bits = cols * item | x.data_ptr() | stride | 16
                 pack = bits & -bits  # the widest pack dividing the row, its start and its stride
-                tiny = cols < per_pack and x.data_ptr() % 16 == 0 and x.is_contiguous()
+                packed = x.data_ptr() % 16 == 0 and x.is_contiguous()  # dense rows from a 16-byte start
+                tiny = cols < per_pack and packed
                 narrow = cols * item <= 64 or (pack == 8 and cols * item <= 128)
-                if pack < 16 and not tiny and narrow:
+                # test_staged_rows_by_default: dense rows of 2- or 4-byte packs from 32 KB of them
+                staged = packed and pack in (2, 4) and cols * item <= 128 and rows * cols * item >= STAGED_LEAST
+                if pack < 16 and not tiny and narrow and not staged:
                     short = launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, -1)), "reduce_short_rows_kernel")
                     assert [a[4] for a in short] == [str(pack // item)], (cols, x.stride(), x.data_ptr() % 16)
             check_reductions(x, -1)

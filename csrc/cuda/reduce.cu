@@ -238,8 +238,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   const bool plain = a.elem_stride == 1 && a.inner == 1 && !forced.any();
   const bool dense = plain && (a.outer_stride == a.cols || a.rows == 1) && is_aligned(x, 16);
   if (dense && a.cols >= 2 && a.cols < kMaxVec<In>) return launch_tiny_rows(x, out, a, r, stream);
-  // Dense rows of up to 128 bytes that are not whole 16-byte packs, from 768 KB, 1 MB or 4 MB of
-  // them (REDUCE_OPS_STAGED_MIN, bytes; below) by the narrow packs' width: staged in shared memory
+  // Dense rows of up to 128 bytes that are not whole 16-byte packs, from a size set by the narrow
+  // packs' width (REDUCE_OPS_STAGED_MIN, bytes; below): staged in shared memory
   // by whole packs (reduce_staged_rows_kernel), 12 KB a block. H200, us (h200_study/session84.txt,
   // sections 2-4; torch.compile from section 3): base (the group kernel's unaligned path; float32
   // rows of 5-15 values staged a row a thread, 256 rows a block) -> now: bfloat16 4194304 x 9 sum
@@ -257,17 +257,21 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
                         (a.rows == 1 ? 0 : static_cast<uint64_t>(a.outer_stride) * sizeof(In)) | 16;
   const int64_t narrow_bytes = static_cast<int64_t>(bits & (~bits + 1));
   // Where staging starts, by the width of the narrow packs these rows would take instead (2, 4 or 8
-  // bytes here): the narrower, the sooner the staged block's turn of loads, barrier and folds pays.
-  // H200, sums in CUDA graphs, us, staged against narrow (h200_study/session85.txt, section 4):
-  // 2 bytes, bfloat16 x 9: 24576 rows (432 KB) 2.37 against 2.25, 49152 (864 KB) 2.45 against
-  // 2.75, 65536 2.53 against 3.18 (torch.compile 2.87), x 27: 32768 2.70 against 3.34. 4 bytes:
-  // float32 x 9, 28000 rows (984 KB) 2.24 against 2.33, 30000 2.27 against 2.35, 65536 2.62 against
-  // 3.21 (6.32); bfloat16 x 10, 54000 (1.03 MB) 2.46 against 2.36, 131072 2.99 against 3.27; x 14,
-  // 40000 (1.07 MB) 2.32 against 2.27. 8 bytes (by events, with a 16-bit fold by words that was
-  // not kept): bfloat16 x 20, 131072 (5 MB) 6.27 against 5.89, 1048576 14.7 against 17.7.
-  const int64_t staged_min = narrow_bytes == 2   ? int64_t{768} << 10
-                             : narrow_bytes == 4 ? int64_t{1} << 20
-                                                 : int64_t{4} << 20;
+  // bytes here). 2 or 4 bytes: from 32 KB of rows up to 64 bytes, and at any size past 64 bytes,
+  // where the alternative is the group kernel's unaligned path, not the narrow packs. H200, sums
+  // in CUDA graphs, us, narrow (or group) -> staged (h200_study/session88.txt, sections 3-4):
+  // float32 x 5 1 row 1.60 -> 1.77, 16 rows 1.66 -> 1.71, 1024 rows (20 KB) 1.95 -> 1.92, 2048
+  // 1.99 -> 1.96, 30000 (600 KB) 2.27 -> 2.10 (torch.compile 2.07); x 9 28000 2.33 -> 2.16;
+  // bfloat16 x 9 1 row 1.60 -> 1.83, 1024 rows 1.96 -> 1.97, 24576 2.24 -> 2.09; x 10 and x 14 even
+  // from 8192 rows to 1 MB (54000 x 10 2.22 -> 2.21); past 64 bytes, float32 x 31 1 row 1.97 ->
+  // 1.96, 1024 rows 2.32 -> 2.10, bfloat16 x 63 1 row 2.03 -> 1.98, 1024 rows 2.48 -> 2.23. The
+  // thresholds before (768 KB and 1 MB, session85.txt section 4) were set before the fold by words
+  // (session 86) and the halved blocks (session 87). 8 bytes, from 4 MB: in graphs bfloat16 x 12
+  // and float64 x 3 stay 0.03-0.06 us faster on the narrow packs up to 3 MB, float32 x 6 and
+  // float64 x 5 staged 0.15-0.38 faster (session88.txt, section 3); by events (session85.txt,
+  // with a 16-bit fold by words that was not kept) bfloat16 x 20, 131072 (5 MB) 6.27 against 5.89
+  // narrow, 1048576 14.7 against 17.7.
+  const int64_t staged_min = narrow_bytes == 8 ? int64_t{4} << 20 : row_bytes > 64 ? 0 : int64_t{32} << 10;
   if (dense && row_bytes % 16 != 0 && row_bytes <= 128 &&
       a.rows * row_bytes >= env_positive("REDUCE_OPS_STAGED_MIN", staged_min)) {
     // A block's rows: 256 x (12 KB / 256 / row bytes) up to 48 bytes a row, then 256 (at most 16 KB),
@@ -277,6 +281,12 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // 4194304 x 17 73.06 -> 71.36; bfloat16 4194304 x 33 76.86 -> 68.45, x 63 127.46 -> 125.10;
     // float64 1048576 x 13 30.27 -> 29.66; float32 49152 x 30 in a CUDA graph 4.07 -> 3.47. 128 rows
     // of 49-64 bytes were slower (bfloat16 x 25 53.57 -> 56.13, float32 x 13 56.14 -> 57.02).
+    // Rows of up to 24 bytes (512 a block) take 256 a block, a row a thread, while those blocks fit
+    // in one wave of kBlocksPerSM an SM (the kernel's 32 registers and at most 16 KB let 8 in).
+    // H200, us, 512 -> 256 rows (h200_study/session88.txt, section 5): in CUDA graphs bfloat16
+    // 262144 x 9 3.52 -> 3.26, 131072 x 9 2.74 -> 2.60, 262144 x 12 3.78 -> 3.54 (torch.compile 3.52),
+    // float32 262144 x 5 3.49 -> 3.39; by events bfloat16 262144 x 9 6.24 -> 6.02; past one wave
+    // 256 lost (bfloat16 393216 x 9 4.12 -> 4.21 in graphs, 786432 x 9 by events 8.38 -> 8.86).
     // Blocks fewer than the SMs are halved, down to 128 rows, so that more SMs share a small input.
     // H200, CUDA graphs, us, whole blocks -> halved (session87.txt, section 9; torch.compile):
     // bfloat16 65536 x 9 sum 2.40 -> 2.22 (6.30), 49152 x 9 2.32 -> 2.17 (2.94); float32 32768 x 9
@@ -286,6 +296,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     constexpr int64_t kSpan = 12288;  // bytes a block, about
     int block_rows =
         row_bytes > 64 ? kBlock / 2 : kBlock * static_cast<int>(std::max<int64_t>(1, kSpan / (kBlock * row_bytes)));
+    if (block_rows > kBlock && ceil_div(a.rows, int64_t{kBlock}) <= sm_count() * kBlocksPerSM) block_rows = kBlock;
     while (block_rows > kBlock / 2 && ceil_div(a.rows, int64_t{block_rows}) < sm_count()) block_rows /= 2;
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 16 KB: 4 packs a thread
     TORCH_INTERNAL_ASSERT(smem <= size_t{kStagedPacks} * kBlock * sizeof(uint4), "staged span past a block's loads");

@@ -8,7 +8,7 @@
 //                             not (length, start or stride) by 8-, 4- or 2-byte packs.
 //   reduce_tiny_rows_kernel   dense rows shorter than a pack: a thread takes a pack's worth of rows.
 //   reduce_staged_rows_kernel dense rows of up to 128 bytes, not whole 16-byte packs (from
-//                             768 KB-4 MB): a block stages its rows in shared memory by whole
+//                             32 KB-4 MB): a block stages its rows in shared memory by whole
 //                             packs, a thread folds a row.
 //   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
 //                             rows and medium rows (up to 32 x 32 packs).
@@ -656,7 +656,7 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 }
 
 // Dense rows (row i at x + i * cols, a 16-byte aligned x) of up to 128 bytes that are not whole
-// 16-byte packs (reduce.cu's launch_rows_unsplit, from 768 KB-4 MB of them): a block takes
+// 16-byte packs (reduce.cu's launch_rows_unsplit, from 32 KB-4 MB of them): a block takes
 // block_rows rows (128, or a multiple of 256: their span is whole 16-byte packs, at most 16 KB),
 // loads the span with every thread's packs in flight (at most kStagedPacks) into shared memory, and
 // each thread then folds its rows from there (staged_row_value). The last block's elements past
