@@ -80,13 +80,13 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)
-    # Staged rows (dense rows not whole packs, from 32 KB-4 MB; any size with the knob): a block's
-    # rows through shared memory; 16-bit rows of odd length read by words shared between rows.
-    # Blocks fewer than the SMs are halved to 128 rows (1001 x 13, 300 x 27); 512 rows an SM and one
-    # more keep whole blocks of 256 rows up to 64 bytes (float32 x 5 and x 13, float64 x 3, bfloat16
-    # x 9, x 13 and x 27; rows of up to 24 bytes take 256 while those fit 8 blocks an SM) and of 128
-    # past 64 bytes (float32 x 27, float64 x 13; float64 x 27, 216 bytes, is not staged); 2048 rows
-    # an SM and one more, whole blocks of 512 rows of up to 24 bytes.
+    # Staged rows (dense rows not whole packs, from 32 KB-4 MB or any size past 64 bytes a row; any size
+    # with the knob): a block's rows through shared memory; 16-bit rows of odd length read by words
+    # shared between rows. Blocks fewer than the SMs are halved to 128 rows (1001 x 13, 300 x 27); 512
+    # rows an SM and one more keep whole blocks of 256 rows up to 64 bytes (float32 x 5 and x 13,
+    # float64 x 3, bfloat16 x 9, x 13 and x 27; rows of up to 24 bytes take 256 while those fit 8 blocks
+    # an SM) and of 128 past 64 bytes (float32 x 27, float64 x 13; float64 x 27, 216 bytes, is not
+    # staged); 2048 rows an SM and one more, whole blocks of 512 rows of up to 24 bytes.
     os.environ["REDUCE_OPS_STAGED_MIN"] = "1"
     sms = torch.cuda.get_device_properties(0).multi_processor_count if dev == "cuda" else 1
     mid, full = 512 * sms + 1, 2048 * sms + 1

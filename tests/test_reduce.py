@@ -542,16 +542,16 @@ def test_tiny_rows(device, dtype, rows):
 
 
 # Dense rows of up to 128 bytes that are not whole 16-byte packs (reduce_staged_rows_kernel on CUDA,
-# from 32 KB-4 MB: a block stages its rows in shared memory by whole packs, then a thread folds a
-# row, rows of whole 8-byte words by 8-byte words (kWide), rows of 4 values or more loaded as a
-# stream (kStream); REDUCE_OPS_STAGED_MIN=1 takes it for these small inputs): every such length, one
-# row, a block's rows and several blocks with a partial last one, the values a fold must keep.
-# Blocks of 256 or 512 rows up to 64 bytes, 128 past; rows of up to 24 bytes take 256 while those
-# blocks fit 8 an SM; halved to 128 rows while they are fewer than the SMs. CUDA only: "mid" is 512
-# rows an SM and one more (whole blocks of 256 rows of up to 64 bytes, of 128 past), "full" 2048
-# rows an SM and one more (whole blocks of 512 rows of up to 24 bytes). 16-bit
-# rows are read by 32-bit words, and an odd length shares a word between rows 0 and 1 and between
-# rows 2 and 3: a NaN or inf at those rows' shared ends must stay in its own row.
+# from 32 KB-4 MB, any size past 64 bytes a row: a block stages its rows in shared memory by whole
+# packs, then a thread folds a row, rows of whole 8-byte words by 8-byte words (kWide), rows of 4
+# values or more loaded as a stream (kStream); REDUCE_OPS_STAGED_MIN=1 takes it for these small
+# inputs): every such length, one row, a block's rows and several blocks with a partial last one,
+# the values a fold must keep. Blocks of 256 or 512 rows up to 64 bytes, 128 past; rows of up to 24
+# bytes take 256 while those blocks fit 8 an SM; halved to 128 rows while they are fewer than the
+# SMs. CUDA only: "mid" is 512 rows an SM and one more (whole blocks of 256 rows of up to 64 bytes,
+# of 128 past), "full" 2048 rows an SM and one more (whole blocks of 512 rows of up to 24 bytes).
+# 16-bit rows are read by 32-bit words, and an odd length shares a word between rows 0 and 1 and
+# between rows 2 and 3: a NaN or inf at those rows' shared ends must stay in its own row.
 @pytest.mark.parametrize("rows", [1, 257, 3001, "mid", "full"])
 def test_staged_rows(device, dtype, rows, monkeypatch):
     if rows in ("mid", "full"):

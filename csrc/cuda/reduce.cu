@@ -259,7 +259,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // Where staging starts, by the width of the narrow packs these rows would take instead (2, 4 or 8
   // bytes here). 2 or 4 bytes: from 32 KB of rows up to 64 bytes, and at any size past 64 bytes,
   // where the alternative is the group kernel's unaligned path, not the narrow packs. H200, sums
-  // in CUDA graphs, us, narrow (or group) -> staged (h200_study/session88.txt, sections 3-4):
+  // in CUDA graphs, us, narrow (or group) -> staged (h200_study/session88.txt, sections 2-4):
   // float32 x 5 1 row 1.60 -> 1.77, 16 rows 1.66 -> 1.71, 1024 rows (20 KB) 1.95 -> 1.92, 2048
   // 1.99 -> 1.96, 30000 (600 KB) 2.27 -> 2.10 (torch.compile 2.07); x 9 28000 2.33 -> 2.16;
   // bfloat16 x 9 1 row 1.60 -> 1.83, 1024 rows 1.96 -> 1.97, 24576 2.24 -> 2.09; x 10 and x 14 even
@@ -267,8 +267,8 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // 1.96, 1024 rows 2.32 -> 2.10, bfloat16 x 63 1 row 2.03 -> 1.98, 1024 rows 2.48 -> 2.23. The
   // thresholds before (768 KB and 1 MB, session85.txt section 4) were set before the fold by words
   // (session 86) and the halved blocks (session 87). 8 bytes, from 4 MB: in graphs bfloat16 x 12
-  // and float64 x 3 stay 0.03-0.06 us faster on the narrow packs up to 3 MB, float32 x 6 and
-  // float64 x 5 staged 0.15-0.38 faster (session88.txt, section 3); by events (session85.txt,
+  // and float64 x 3 stay 0.02-0.06 us faster on the narrow packs up to 3 MB, float32 x 6 and
+  // float64 x 5 staged 0.14-0.38 faster (session88.txt, section 3); by events (session85.txt,
   // with a 16-bit fold by words that was not kept) bfloat16 x 20, 131072 (5 MB) 6.27 against 5.89
   // narrow, 1048576 14.7 against 17.7.
   const int64_t staged_min = narrow_bytes == 8 ? int64_t{4} << 20 : row_bytes > 64 ? 0 : int64_t{32} << 10;
@@ -283,7 +283,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     // of 49-64 bytes were slower (bfloat16 x 25 53.57 -> 56.13, float32 x 13 56.14 -> 57.02).
     // Rows of up to 24 bytes (512 a block) take 256 a block, a row a thread, while those blocks fit
     // in one wave of kBlocksPerSM an SM (the kernel's 32 registers and at most 16 KB let 8 in).
-    // H200, us, 512 -> 256 rows (h200_study/session88.txt, section 5): in CUDA graphs bfloat16
+    // H200, us, 512 -> 256 rows (h200_study/session88.txt, sections 2 and 5): in CUDA graphs bfloat16
     // 262144 x 9 3.52 -> 3.26, 131072 x 9 2.74 -> 2.60, 262144 x 12 3.78 -> 3.54 (torch.compile 3.52),
     // float32 262144 x 5 3.49 -> 3.39; by events bfloat16 262144 x 9 6.24 -> 6.02; past one wave
     // 256 lost (bfloat16 393216 x 9 4.12 -> 4.21 in graphs, 786432 x 9 by events 8.38 -> 8.86).

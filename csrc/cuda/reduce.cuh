@@ -8,8 +8,8 @@
 //                             not (length, start or stride) by 8-, 4- or 2-byte packs.
 //   reduce_tiny_rows_kernel   dense rows shorter than a pack: a thread takes a pack's worth of rows.
 //   reduce_staged_rows_kernel dense rows of up to 128 bytes, not whole 16-byte packs (from
-//                             32 KB-4 MB): a block stages its rows in shared memory by whole
-//                             packs, a thread folds a row.
+//                             32 KB-4 MB, any size past 64 bytes a row): a block stages its rows
+//                             in shared memory by whole packs, a thread folds a row.
 //   reduce_rows_group_kernel  kWidth (<= 32) lanes per row, many rows per block: unaligned short
 //                             rows and medium rows (up to 32 x 32 packs).
 //   reduce_rows_block_kernel  one block per row: long rows, many of them.
@@ -656,16 +656,16 @@ __device__ __forceinline__ typename R::Value staged_row_value(const uint4* stage
 }
 
 // Dense rows (row i at x + i * cols, a 16-byte aligned x) of up to 128 bytes that are not whole
-// 16-byte packs (reduce.cu's launch_rows_unsplit, from 32 KB-4 MB of them): a block takes
-// block_rows rows (128, or a multiple of 256: their span is whole 16-byte packs, at most 16 KB),
-// loads the span with every thread's packs in flight (at most kStagedPacks) into shared memory, and
-// each thread then folds its rows from there (staged_row_value). The last block's elements past
-// its last whole pack go element by element. Before, these rows took the group kernel's unaligned
-// path a row at a time (float32 rows of 5-15 values: this kernel with a row a thread, 256 rows a
-// block): H200, us, bfloat16 sum of 4194304 x 9 190 -> 27.7 (torch.compile 60.4), float32 4194304
-// x 5 43.9 -> 31.0 (30.9) (h200_study/session84.txt). The fold read a value at a time, 8 to a
-// tree with a predicate and a select each (the slots past the row the identity): the kernel was
-// issue-bound (82% of issue slots, bfloat16 x 9). By words, 16-bit maxes packed
+// 16-byte packs (reduce.cu's launch_rows_unsplit, from 32 KB-4 MB of them, any size past 64 bytes a
+// row): a block takes block_rows rows (128, or a multiple of 256: their span is whole 16-byte
+// packs, at most 16 KB), loads the span with every thread's packs in flight (at most kStagedPacks)
+// into shared memory, and each thread then folds its rows from there (staged_row_value). The last
+// block's elements past its last whole pack go element by element. Before, these rows took the
+// group kernel's unaligned path a row at a time (float32 rows of 5-15 values: this kernel with a
+// row a thread, 256 rows a block): H200, us, bfloat16 sum of 4194304 x 9 190 -> 27.7 (torch.compile
+// 60.4), float32 4194304 x 5 43.9 -> 31.0 (30.9) (h200_study/session84.txt). The fold read a value
+// at a time, 8 to a tree with a predicate and a select each (the slots past the row the identity):
+// the kernel was issue-bound (82% of issue slots, bfloat16 x 9). By words, 16-bit maxes packed
 // (staged_row_value), H200, us, that fold -> this (session86.txt, section 3): bfloat16 4194304 x 9
 // sum 27.36 -> 23.52, amax 27.23 -> 23.14, x 17 sum 44.00 -> 38.00, x 63 132.86 -> 127.25; float16
 // x 9 amax 27.17 -> 22.98; float32 x 17 79.10 -> 76.80, 442368 x 30 19.17 -> 17.98. kStream: the
