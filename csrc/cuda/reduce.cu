@@ -239,16 +239,16 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   const bool dense = plain && (a.outer_stride == a.cols || a.rows == 1) && is_aligned(x, 16);
   if (dense && a.cols >= 2 && a.cols < kMaxVec<In>) return launch_tiny_rows(x, out, a, r, stream);
   // Dense rows of up to 128 bytes that are not whole 16-byte packs, from a size set by the narrow
-  // packs' width (REDUCE_OPS_STAGED_MIN, bytes; below): staged in shared memory
-  // by whole packs (reduce_staged_rows_kernel), 12 KB a block. H200, us (h200_study/session84.txt,
-  // sections 2-4; torch.compile from section 3): base (the group kernel's unaligned path; float32
-  // rows of 5-15 values staged a row a thread, 256 rows a block) -> now: bfloat16 4194304 x 9 sum
-  // 190.1 -> 27.7 (60.4), x 14 186.0 -> 35.0 (35.0), x 20 171.0 -> 48.3 (46.1), x 31 amax 176.3 ->
-  // 65.6 (175.1); float32 4194304 x 5 sum 43.9 -> 31.0 (30.9), x 10 amax 45.9 -> 45.2 (49.8);
-  // float64 4194304 x 5 sum 125.7 -> 54.4 (57.4). Blocks of 24 KB (2-5 rows a thread) were up to
-  // 21% slower than 12 KB (bfloat16 x 9 sum 33.5 against 27.7). Rows of whole 8-byte words, staged
-  // against narrow packs: float32 4194304 x 10 amax 45.2 against 50.5, bfloat16 x 20 48.5 against
-  // 53.2, float64 x 5 54.7 against 62.5; bfloat16 x 12 1-3% slower (sum 30.8 against 30.3).
+  // packs' width (REDUCE_OPS_STAGED_MIN, bytes; below): staged in shared memory by whole packs
+  // (reduce_staged_rows_kernel), 12 KB a block. H200, us (h200_study/session84.txt, sections 2-4;
+  // torch.compile from section 3): base (the group kernel's unaligned path; float32 rows of 5-15
+  // values staged a row a thread, 256 rows a block) -> now: bfloat16 4194304 x 9 sum 190.1 -> 27.7
+  // (60.4), x 14 186.0 -> 35.0 (35.0), x 20 171.0 -> 48.3 (46.1), x 31 amax 176.3 -> 65.6 (175.1);
+  // float32 4194304 x 5 sum 43.9 -> 31.0 (30.9), x 10 amax 45.9 -> 45.2 (49.8); float64 4194304 x 5
+  // sum 125.7 -> 54.4 (57.4). Blocks of 24 KB (2-5 rows a thread) were up to 21% slower than 12 KB
+  // (bfloat16 x 9 sum 33.5 against 27.7). Rows of whole 8-byte words, staged against narrow packs:
+  // float32 4194304 x 10 amax 45.2 against 50.5, bfloat16 x 20 48.5 against 53.2, float64 x 5 54.7
+  // against 62.5; bfloat16 x 12 1-3% slower (sum 30.8 against 30.3).
   const int64_t row_bytes = a.cols * static_cast<int64_t>(sizeof(In));
   // The widest pack that divides the row's bytes, its start and its stride (none for one row), at
   // most 16 bytes: under 16, the width of the narrow packs that rows not whole 16-byte packs take
