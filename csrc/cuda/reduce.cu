@@ -144,14 +144,13 @@ void launch_tiny_rows(const In* x, Out* out, const RowsArgs& a, const R& r, cuda
     if (a.cols != kCols) return launch_tiny_rows<In, Out, R, kCols + 1>(x, out, a, r, stream);
     using Tree = typename TreeReducer<R>::type;
     const int64_t threads = ceil_div(a.rows, kMaxVec<In>);  // a thread a pack's worth of rows
-    const auto launch = [&](auto stream_tag) {
-      reduce_tiny_rows_kernel<In, Out, Tree, kCols, decltype(stream_tag)::value>
-          <<<ceil_div(threads, kBlock), kBlock, 0, stream>>>(x, out, a.rows, is_aligned(out, 16), Tree{});
-    };
-    if constexpr (kCols >= kStreamMinCols) {
-      if (stream_rows(kCols, a.rows * static_cast<int64_t>(sizeof(Out)))) return launch(std::true_type{});
+    auto kernel = reduce_tiny_rows_kernel<In, Out, Tree, kCols, false>;
+    if constexpr (kCols >= kStreamMinCols) {  // no streamed kernel for rows of 2-3
+      if (stream_rows(kCols, a.rows * static_cast<int64_t>(sizeof(Out)))) {
+        kernel = reduce_tiny_rows_kernel<In, Out, Tree, kCols, true>;
+      }
     }
-    launch(std::false_type{});
+    kernel<<<ceil_div(threads, kBlock), kBlock, 0, stream>>>(x, out, a.rows, is_aligned(out, 16), Tree{});
   }
 }
 
@@ -301,22 +300,20 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     const size_t smem = static_cast<size_t>(block_rows) * row_bytes;  // at most 16 KB: 4 packs a thread
     TORCH_INTERNAL_ASSERT(smem <= size_t{kStagedPacks} * kBlock * sizeof(uint4), "staged span past a block's loads");
     const bool streamed = stream_rows(a.cols, a.rows * static_cast<int64_t>(sizeof(Out)));
-    auto launch = [&](auto wide_tag) {
-      constexpr bool kWide = decltype(wide_tag)::value;
-      const auto go = [&](auto kernel) {
-        kernel<<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(x, out, a.rows, static_cast<int>(a.cols),
-                                                                       block_rows, Tree{});
-      };
-      if (streamed) return go(reduce_staged_rows_kernel<In, Out, Tree, kWide, true>);
-      go(reduce_staged_rows_kernel<In, Out, Tree, kWide, false>);
-    };
+    auto kernel = streamed ? reduce_staged_rows_kernel<In, Out, Tree, false, true>
+                           : reduce_staged_rows_kernel<In, Out, Tree, false, false>;
     // Rows of whole 8-byte words (16- and 32-bit values) are read by 8-byte words. H200, us, by
     // 32-bit words -> 8-byte (h200_study/session86.txt, section 1): float32 4194304 x 10 sum 47.20
     // -> 44.61, amax 47.42 -> 45.15; bfloat16 x 12 amax 28.61 -> 28.16, x 20 sum 43.78 -> 43.50.
     if constexpr (sizeof(In) < 8) {
-      if (row_bytes % 8 == 0) return launch(std::true_type{});
+      if (row_bytes % 8 == 0) {
+        kernel = streamed ? reduce_staged_rows_kernel<In, Out, Tree, true, true>
+                          : reduce_staged_rows_kernel<In, Out, Tree, true, false>;
+      }
     }
-    return launch(std::false_type{});
+    kernel<<<ceil_div(a.rows, block_rows), kBlock, smem, stream>>>(x, out, a.rows, static_cast<int>(a.cols),
+                                                                   block_rows, Tree{});
+    return;
   }
   // Other short rows that are not whole 16-byte packs (by length, start or stride), of up to 64
   // bytes, or 128 of 8-byte packs: the short rows' kernel over narrower packs (launch_narrow_rows).
