@@ -122,6 +122,22 @@ std::optional<ReduceGeometry> reduce_geometry(const at::Tensor& x, const std::ve
   return g;
 }
 
+// The reduced dims of x (mask) in the groups reduce_geometry would merge them into, each group as
+// a mask over x's dims; dims of size 1 are in none.
+std::vector<std::vector<bool>> reduced_groups(const at::Tensor& x, const std::vector<bool>& mask) {
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (mask[i] && x.size(i) != 1) dims.push_back(i);
+  }
+  std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return x.stride(a) > x.stride(b); });
+  std::vector<std::vector<bool>> groups;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (k == 0 || x.stride(dims[k - 1]) != x.stride(dims[k]) * x.size(dims[k])) groups.emplace_back(x.dim(), false);
+    groups.back()[dims[k]] = true;
+  }
+  return groups;
+}
+
 // Row view (rows of `cols` contiguous elements along the last dim) of x, or nullopt.
 std::optional<RowGeometry> row_geometry(const at::Tensor& x) {
   RowGeometry g;
@@ -200,15 +216,53 @@ at::Tensor reduce_impl(const char* op, const at::Tensor& x, at::OptionalIntArray
 
   at::Tensor input = widens_in_kernel(x.scalar_type(), out_dtype) ? x : x.to(out_dtype);
 
-  std::optional<ReduceGeometry> g = reduce_geometry(input, mask);
+  std::vector<bool> left = mask;  // the dims of `input` still to reduce
+  std::optional<ReduceGeometry> g = reduce_geometry(input, left);
+  // Reduced dims that fit no single view, such as dims (0, 2) of a contiguous (N, C, L) or a
+  // sliced tensor reduced whole: reduced in stages, a group of them a stage, into partials of the
+  // accumulate type (a sum's float32 or float64; a max keeps the dtype, exactly), each read once
+  // by the next stage; the last writes the result (a 16-bit sum's float32 partials rounded once
+  // there, in the kernel). The biggest group that fits a view goes first (it leaves the fewest
+  // partials), so the input is read once, as torch does, instead of copied first.
+  while (!g) {
+    std::optional<ReduceGeometry> stage_g;
+    std::vector<bool> stage;
+    int64_t stage_size = 1;
+    for (const std::vector<bool>& group : reduced_groups(input, left)) {
+      int64_t size = 1;
+      for (int64_t i = 0; i < input.dim(); ++i) if (group[i]) size *= input.size(i);
+      if (size <= stage_size) continue;
+      if (std::optional<ReduceGeometry> fit = reduce_geometry(input, group)) {
+        stage_g = fit;
+        stage = group;
+        stage_size = size;
+      }
+    }
+    if (!stage_g) break;
+    std::vector<int64_t> shape;
+    std::vector<bool> rest;
+    for (int64_t i = 0; i < input.dim(); ++i) {
+      if (stage[i]) continue;
+      shape.push_back(input.size(i));
+      rest.push_back(left[i]);
+    }
+    const at::ScalarType partial_dtype =
+        kind == ReduceKind::kMax ? input.scalar_type() : (out_dtype == at::kDouble ? at::kDouble : at::kFloat);
+    at::Tensor partial = at::empty(shape, input.options().dtype(partial_dtype));
+    run_reduce(input, *stage_g, partial, kind);
+    input = partial;
+    left = rest;
+    g = reduce_geometry(input, left);
+  }
   if (!g) {
-    // Strides that fit no single view: one copy with the reduced dims innermost, then rows.
+    // Strides that fit no view even a group at a time (kept dims that no stage merges into two):
+    // one copy with the reduced dims innermost, then rows.
     std::vector<int64_t> order;
-    for (int64_t i = 0; i < input.dim(); ++i) if (!mask[i]) order.push_back(i);
-    for (int64_t i = 0; i < input.dim(); ++i) if (mask[i]) order.push_back(i);
+    for (int64_t i = 0; i < input.dim(); ++i) if (!left[i]) order.push_back(i);
+    for (int64_t i = 0; i < input.dim(); ++i) if (left[i]) order.push_back(i);
     input = input.permute(order).contiguous();
     std::vector<bool> permuted_mask(input.dim(), false);
-    for (int64_t i = input.dim() - static_cast<int64_t>(std::count(mask.begin(), mask.end(), true));
+    for (int64_t i = input.dim() - static_cast<int64_t>(std::count(left.begin(), left.end(), true));
          i < input.dim(); ++i) {
       permuted_mask[i] = true;
     }

@@ -64,7 +64,8 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # 8192: two rounds), split rows of one round a segment (few long aligned rows, whole tensors;
     # segments past the row's packs load its last one) and of any length (70001, 140001), small
     # columns read whole by a block (every block shape: 4, 8, 16, 64, 300 and 2000 rows; 3 x 64 x
-    # 40 over dim 1), columns with and without a split, strided rows, an unaligned start. Many
+    # 40 over dim 1), columns with and without a split, strided rows, an unaligned start, dims that
+    # fit no single view (40 x 7 x 9 over (0, 2) and the like: reduced in stages). Many
     # rows of one block round (4300 x 3200 float32, 4300 x 4608 bfloat16: 800 and 576 packs), and
     # long rows on blocks of 512 threads, the last round partial (1100 x 12292 float32, 1100 x
     # 24584 bfloat16).
@@ -76,7 +77,7 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
                        ((300, 4096), -1), ((300, 4001), -1), ((300, 8192), -1),
                        ((140000,), None), ((140001,), None), ((4, 256), 0), ((8, 128), 0), ((16, 12), 0),
                        ((64, 72), 0), ((300, 64), 0), ((2000, 32), 0), ((3, 64, 40), 1), ((5000, 8), 0),
-                       ((40, 7, 9), (0, 2))]:
+                       ((40, 7, 9), (0, 2)), ((3, 4, 5, 6), (0, 2, 3)), ((2, 3, 4, 5, 6), (0, 2, 4))]:
         x = torch.randn(shape, device=dev, dtype=dtype)
         check(f"sum {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim if dim is not None else ()), tol * 50)
         check(f"amax {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim if dim is not None else ()), 0)

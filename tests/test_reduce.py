@@ -131,6 +131,68 @@ def test_sum_and_amax_large_cuda(dtype, shape, dim):
     check_amax(x, dim)
 
 
+# ---- dims that fit no single view: reduced in stages -----------------------------------------
+
+# (shape, how x is laid out, dims). The binding reduces these a group of adjacent dims a stage,
+# the biggest first, into accumulate-type partials (ops.cpp's reduce_impl). A layout is "contiguous",
+# a permutation p (x = base.permute(p) of a contiguous base), or ("cols", n): the first n columns of
+# a wider 2-D tensor.
+STAGED_CASES = [
+    ((6, 5, 40), "contiguous", (0, 2)),        # rows of 40 first, then columns of 6
+    ((40, 5, 6), "contiguous", (0, 2)),        # columns of 40 first, then rows of 6
+    ((3, 4, 5, 6), "contiguous", (0, 2, 3)),   # batch-norm statistics: rows of 30, then columns
+    ((2, 3, 4, 5, 6), "contiguous", [0, 2, 4]),  # three groups: two stages
+    ((13, 9, 7), (2, 0, 1), (0, 1)),           # a permuted tensor: its dims 0 and 1 apart in memory
+    ((17, 1021), ("cols", 1000), None),        # a column slice reduced whole
+    ((257, 3, 1031), "contiguous", (0, 2)),    # rows of the split and few-rows kernels
+]
+# Kept dims that merge into no two views even a group at a time: one transposed copy, then rows.
+COPIED_CASES = [((2, 3, 5, 4), (0, 1, 3, 2), 0), ((2, 4, 3, 5), (0, 2, 1, 3), (0, 3))]
+
+
+def laid_out(shape, layout, dtype, device):
+    if layout == "contiguous":
+        return make_input(shape, dtype, device)
+    if layout[0] == "cols":
+        return make_input(shape, dtype, device)[:, :layout[1]]
+    base_shape = [0] * len(shape)
+    for i, p in enumerate(layout):
+        base_shape[p] = shape[i]
+    return make_input(base_shape, dtype, device).permute(layout)
+
+
+@pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
+@pytest.mark.parametrize("shape,layout,dim", STAGED_CASES + COPIED_CASES, ids=str)
+def test_dims_of_no_single_view(device, dtype, shape, layout, dim, keepdim):
+    x = laid_out(shape, layout, dtype, device)
+    check_sum(x, dim, keepdim)
+    check_amax(x, dim, keepdim)
+    if dtype in (torch.float16, torch.bfloat16):
+        check_sum(x, dim, keepdim, dtype=torch.float32)
+    if dtype == torch.float32:
+        check_sum(x, dim, keepdim, dtype=torch.bfloat16)  # float32 partials, rounded once at the end
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("op", ["sum", "amax"])
+@pytest.mark.parametrize("shape,layout,dim", STAGED_CASES, ids=str)
+def test_dims_of_no_single_view_read_x_without_a_copy(device, op, shape, layout, dim, dtype):
+    # The stages read x where it lies: no aten op copies it (the copy a permute().contiguous()
+    # would make shows as aten::clone / aten::copy_ in the profiler's CPU events), nor converts a
+    # 16-bit sum's float32 result (the last stage writes the 16-bit result itself).
+    x = laid_out(shape, layout, dtype, device)
+    fn = getattr(reduce_ops, op)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn(x, dim)
+    names = {e.key for e in prof.key_averages()}
+    assert not names & {"aten::clone", "aten::copy_", "aten::contiguous"}, names
+    # and the binding would copy if it could not stage them: the copied cases show the clone
+    y = laid_out(*COPIED_CASES[0][:2], torch.float32, device)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn(y, COPIED_CASES[0][2])
+    assert "aten::clone" in {e.key for e in prof.key_averages()}
+
+
 # ---- dtype= --------------------------------------------------------------------------------
 
 SUM_DTYPE_PAIRS = [
@@ -460,9 +522,13 @@ def test_sum_is_deterministic_on_large_cuda_inputs(dtype, shape, dim):
 # can be forced into (REDUCE_OPS_STRATEGY): lanes per row, a warp per row, a block per row, split
 # rows with the last-block combine, columns streamed by few threads ("stream") and split columns;
 # a launcher ignores a strategy that does not apply to its layout.
+# Dims (0, 2) of 3-D shapes fit no single view: each of their stages runs under the strategy, the
+# last one, for 16-bit sums, adding float32 partials into the 16-bit result: columns of 9, rows of
+# 3 and of 5 (the tiny and staged or narrow rows), columns of 2000 (one-round rows of 50 before).
 STRATEGY_CASES = [((64, 13), -1), ((64, 100), -1), ((1001, 128), -1), ((77, 32), 1), ((9, 8), -1), ((33, 500), -1), ((9, 3000), -1), ((3, 70001), -1),
                   ((140003,), None), ((1 << 20,), None), ((5, 7, 13), (0, 2)), ((300, 64), 0),
-                  ((5000, 8), 0), ((40, 7, 9), (0, 2)), ((16, 12), 0)]
+                  ((5000, 8), 0), ((40, 7, 9), (0, 2)), ((16, 12), 0), ((64, 9, 4096), (0, 2)),
+                  ((50, 2000, 3), (0, 2)), ((20, 3000, 5), (0, 2)), ((3, 2000, 50), (0, 2))]
 
 
 @requires_cuda
@@ -1054,6 +1120,17 @@ def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0)}[view]
     assert_float32_sum_within(x, dim, 8)
+
+
+@requires_cuda
+@pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_staged_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, dtype):
+    # Dims (0, 2) fit no single view, so they are summed in two stages: compensated rows of 65536
+    # into float32 partials (<= 8 u of each row's sum|x|, then one rounding), then 16 partials to
+    # each result (<= 8 u of their sum|.|, the first test's bound): <= 17 u sum|x| in all.
+    x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype).view(16, 16, -1)
+    assert_float32_sum_within(x, (0, 2), 17)
 
 
 @requires_cuda

@@ -887,14 +887,20 @@ void softmax_backward(const at::Tensor& grad, const at::Tensor& out, const Inner
 }
 
 void reduce(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, ReduceKind kind) {
-  dispatch_in_out("reduce_cpu", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
+  dispatch_in_out<true>("reduce_cpu", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
     using In = typename decltype(in_tag)::type;
     using Out = typename decltype(out_tag)::type;
     using Acc = at::opmath_type<In>;
     const In* xp = x.const_data_ptr<In>();
     Out* op = out.mutable_data_ptr<Out>();
-    if (kind == ReduceKind::kSum) reduce_kernel<In, Out, Acc, SumOp<Acc>>(xp, op, g);
-    else reduce_kernel<In, Out, Acc, MaxOp<Acc>>(xp, op, g);
+    if constexpr (sizeof(Out) < sizeof(In)) {
+      TORCH_INTERNAL_ASSERT(kind == ReduceKind::kSum, "reduce_cpu: a narrowed result is a staged sum's");
+      reduce_kernel<In, Out, Acc, SumOp<Acc>>(xp, op, g);
+    } else if (kind == ReduceKind::kSum) {
+      reduce_kernel<In, Out, Acc, SumOp<Acc>>(xp, op, g);
+    } else {
+      reduce_kernel<In, Out, Acc, MaxOp<Acc>>(xp, op, g);
+    }
   });
 }
 

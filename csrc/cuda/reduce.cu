@@ -1033,7 +1033,7 @@ void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
   // Columns when the reduced elements are not adjacent but the kept ones are.
   const bool columns = g.inner > 1 && g.reduced_stride != 1 && g.inner_stride == 1;
   const cuda::ForcedStrategy forced;
-  dispatch_in_out("reduce_cuda", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
+  dispatch_in_out<true>("reduce_cuda", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
     using In = typename decltype(in_tag)::type;
     using Out = typename decltype(out_tag)::type;
     using V = at::opmath_type<In>;
@@ -1041,7 +1041,12 @@ void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
       if (columns) cuda::launch_cols<In, Out>(x, g, out, r, stream, forced);
       else cuda::launch_rows<In, Out>(x, g, out, r, stream, forced);
     };
-    if (kind == ReduceKind::kMax) {
+    if constexpr (sizeof(Out) < sizeof(In)) {
+      // A staged sum's float32 partials into a float16 / bfloat16 result (ops.cpp): plain, as
+      // every sum into such a result (below).
+      TORCH_INTERNAL_ASSERT(kind == ReduceKind::kSum, "reduce_cuda: a narrowed result is a staged sum's");
+      run(cuda::PlainReducer<SumOp<V>>{});
+    } else if (kind == ReduceKind::kMax) {
       run(cuda::PlainReducer<MaxOp<V>>{});
     } else if constexpr (std::is_same_v<V, float>) {
       // Sums into a float32 result are compensated (float32 inputs, or 16-bit ones with
