@@ -79,11 +79,12 @@ RTOL = {"float32": 1e-3, "float16": 5e-3, "bfloat16": 2e-2, "float64": 1e-9}
 
 @dataclass(frozen=True)
 class Case:
-    """One op on one input: `shape` of the input, `dim` reduced (None: every dim)."""
+    """One op on one input: `shape` of the input, `dim` reduced (an int, a tuple of dims, or
+    None: every dim)."""
 
     op: str
     shape: tuple
-    dim: Optional[int]
+    dim: Optional[int | tuple]
     dtype: str
 
     @property
@@ -93,7 +94,9 @@ class Case:
     @property
     def reduced_len(self) -> int:
         """Length of the reduced slice: the x axis of the plots."""
-        return self.numel if self.dim is None else self.shape[self.dim]
+        if self.dim is None:
+            return self.numel
+        return math.prod(self.shape[d] for d in _as_tuple(self.dim))
 
     @property
     def bytes(self) -> int:
@@ -101,7 +104,7 @@ class Case:
         elt = DTYPES[self.dtype].itemsize
         n = self.numel
         if self.op in ("sum", "amax"):
-            out_numel = 1 if self.dim is None else n // self.shape[self.dim]
+            out_numel = n // self.reduced_len
             return n * elt + out_numel * elt
         if self.op == "softmax":
             return 2 * n * elt
@@ -118,7 +121,7 @@ class Case:
         of more than 8 elements per output."""
         if self.op not in ("sum", "amax"):
             return True
-        return self.dim is not None and self.shape[self.dim] <= 8
+        return self.dim is not None and self.reduced_len <= 8
 
     def key(self) -> tuple:
         return (self.op, tuple(self.shape), self.dim, self.dtype)
@@ -141,14 +144,25 @@ SHAPES_2D["models"] = [(65536, 77), (32768, 197), (16384, 1000), (4096, 32000), 
 SHAPES_2D["full"] = sorted(
     set(SHAPES_2D["default"]) | {(2**26 // 2**k, 2**k) for k in range(7, 19)},
     key=lambda s: (s[1], s[0]))
+# Reductions over several dims, or a middle one, as models make them (sum and amax only): a
+# channel's statistics over batch and length of (N, C, L), batch norm's over (N, H, W) of NCHW
+# activations (large and small images), and a sum over the sequence of (B, T, C). Their dims are
+# apart in memory (all but the last), so the binding reduces them in stages.
+DIMS_CASES = {
+    "models": [], "small": [], "default": [], "full": [],
+    "dims": [((64, 512, 2048), (0, 2)), ((128, 128, 64, 64), (0, 2, 3)), ((256, 512, 7, 7), (0, 2, 3)),
+             ((16, 4096, 1024), 1)],
+}
+SHAPES_2D["dims"] = []
 SHAPES_1D = {
     "small": [2**10, 2**20],
     "default": [2**20, 2**24, 2**28, 2**30],
     "full": [2**16, 2**18, 2**20, 2**22, 2**24, 2**26, 2**28, 2**30],
     "models": [],
+    "dims": [],
 }
 # Softmax over a whole 1-D tensor (one row of every element), float32 only.
-WHOLE_SOFTMAX = {"small": 2**20, "default": 2**30, "full": 2**30, "models": None}
+WHOLE_SOFTMAX = {"small": 2**20, "default": 2**30, "full": 2**30, "models": None, "dims": None}
 
 
 def build_cases(preset: str, ops: list, dtypes: list) -> list:
@@ -161,17 +175,19 @@ def build_cases(preset: str, ops: list, dtypes: list) -> list:
                 cases += [Case(op, shape, d, dtype) for d in dims]
             if op in ("sum", "amax"):
                 cases += [Case(op, (n,), None, dtype) for n in SHAPES_1D[preset]]
+                cases += [Case(op, shape, dim, dtype) for shape, dim in DIMS_CASES[preset]]
             if op == "softmax" and dtype == "float32" and WHOLE_SOFTMAX[preset]:
                 cases.append(Case(op, (WHOLE_SOFTMAX[preset],), 0, dtype))
     return sorted(cases, key=case_order)
 
 
 def case_order(c) -> tuple:
-    """Table order: op, dtype, then rows (last dim of 2-D), columns (dim 0 of 2-D) and whole
-    1-D tensors, each by reduced length. Takes a Case or a row_key()."""
+    """Table order: op, dtype, then rows (last dim of 2-D), columns (dim 0 of 2-D), whole
+    1-D tensors and the rest (several dims, a middle dim), each by reduced length. Takes a Case
+    or a row_key()."""
     op, shape, dim, dtype = (c.op, c.shape, c.dim, c.dtype) if isinstance(c, Case) else c[:4]
-    kind = 2 if len(shape) == 1 else (1 if dim == 0 else 0)
-    length = math.prod(shape) if dim is None else shape[dim]
+    kind = 2 if len(shape) == 1 else (3 if len(shape) > 2 or isinstance(dim, tuple) else (1 if dim == 0 else 0))
+    length = math.prod(shape) if dim is None else math.prod(shape[d] for d in _as_tuple(dim))
     return (OPS.index(op) if op in OPS else 99, dtype, kind, length, tuple(shape))
 
 
@@ -303,10 +319,11 @@ class FlagGemsProvider:
 
     def fn(self, case: Case) -> Callable:
         fg, dim = self.fg, case.dim
+        dims = list(_as_tuple(dim))
         if case.op == "sum":
-            return (lambda x: fg.sum(x)) if dim is None else (lambda x: fg.sum_dim(x, [dim]))
+            return (lambda x: fg.sum(x)) if dim is None else (lambda x: fg.sum_dim(x, dims))
         if case.op == "amax":
-            return (lambda x: fg.amax(x)) if dim is None else (lambda x: fg.amax(x, [dim]))
+            return (lambda x: fg.amax(x)) if dim is None else (lambda x: fg.amax(x, dims))
         if case.op == "softmax":
             return lambda x: fg.softmax(x, dim)
         if case.op == "softmax_backward":
@@ -758,6 +775,8 @@ def benchmark(args) -> dict:
 
 
 def _fmt_dim(dim) -> str:
+    if isinstance(dim, (tuple, list)):
+        return ",".join(map(str, dim))
     return "all" if dim is None else str(dim)
 
 
@@ -881,7 +900,8 @@ def parse_args(argv=None):
     p.add_argument("--shapes", choices=tuple(SHAPES_2D), default=None,
                    help="shape preset: small, default, full (default plus every power-of-two "
                         "row length from 128), models (row lengths of common models, some "
-                        "unaligned); default: 'default' on CUDA, 'small' on CPU")
+                        "unaligned), dims (sums and amaxes over several dims or a middle dim); "
+                        "default: 'default' on CUDA, 'small' on CPU")
     p.add_argument("--providers", type=_list(PROVIDERS), default=list(PROVIDERS),
                    help=f"comma list from {','.join(PROVIDERS)} (default: all)")
     p.add_argument("--device", choices=("cuda", "cpu"),

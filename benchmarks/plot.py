@@ -25,6 +25,7 @@ KINDS = {
     "rows": "2-D input, reduced over the last dim (x: row length)",
     "cols": "2-D input, reduced over dim 0 (x: column length)",
     "all": "1-D input, reduced whole (x: elements)",
+    "dims": "input of 3 or more dims, reduced over several dims or a middle one (x: reduced elements)",
 }
 PROVIDER_ORDER = ("reduce_ops", "torch", "torch.compile", "liger", "flag_gems", "quack")
 COLORS = {"reduce_ops": "tab:red", "torch": "tab:blue", "torch.compile": "tab:green",
@@ -39,8 +40,13 @@ def kind_of(row: dict) -> tuple:
         for s in shape:
             n *= s
         return "all", n
-    if isinstance(dim, list):
-        dim = dim[0] if len(dim) == 1 else None
+    dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+    if len(shape) > 2 or len(dims) > 1:
+        n = 1
+        for d in dims:
+            n *= shape[d]
+        return "dims", n
+    dim = dims[0]
     if dim in (-1, len(shape) - 1):
         return "rows", shape[-1]
     return "cols", shape[dim]
