@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ops.h"
@@ -122,6 +123,9 @@ std::optional<ReduceGeometry> reduce_geometry(const at::Tensor& x, const std::ve
   return g;
 }
 
+// A staged reduction's rows (contiguous, reduced first) hold at least this many elements (reduce_impl).
+constexpr int64_t kStagedRowsFirst = 32;
+
 // The reduced dims of x (mask) in the groups reduce_geometry would merge them into, each group as
 // a mask over x's dims; dims of size 1 are in none.
 std::vector<std::vector<bool>> reduced_groups(const at::Tensor& x, const std::vector<bool>& mask) {
@@ -222,20 +226,32 @@ at::Tensor reduce_impl(const char* op, const at::Tensor& x, at::OptionalIntArray
   // sliced tensor reduced whole: reduced in stages, a group of them a stage, into partials of the
   // accumulate type (a sum's float32 or float64; a max keeps the dtype, exactly), each read once
   // by the next stage; the last writes the result (a 16-bit sum's float32 partials rounded once
-  // there, in the kernel). The biggest group that fits a view goes first (it leaves the fewest
-  // partials), so the input is read once, as torch does, instead of copied first.
+  // there, in the kernel): the input is read once, as torch does, instead of copied first. Of the
+  // groups that fit a view, contiguous rows of kStagedRowsFirst elements or more go first (the row
+  // kernels), else the biggest group (the fewest partials). H200, us, events, a stage's two
+  // launches in a CUDA graph, (0, 2) of (N, C, L) float32 sums, columns of N first -> rows of L
+  // first (h200_study/session89.txt): 256 x 512 x 49 14.14 -> 13.09 (bfloat16 amax 12.83 ->
+  // 9.98), 1024 x 64 x 49 13.54 -> 10.88, 1024 x 256 x 64 24.83 -> 22.51, 2048 x 128 x 32 17.15
+  // -> 15.49, but 8192 x 64 x 32 23.81 -> 24.77; rows of 8 and 16 were mixed (4096 x 64 x 16 12.96
+  // -> 13.34, 4096 x 64 x 8 11.97 -> 11.55), so those take the biggest group.
   while (!g) {
     std::optional<ReduceGeometry> stage_g;
     std::vector<bool> stage;
-    int64_t stage_size = 1;
+    std::pair<bool, int64_t> stage_rank{false, 1};  // (rows first, elements)
     for (const std::vector<bool>& group : reduced_groups(input, left)) {
       int64_t size = 1;
-      for (int64_t i = 0; i < input.dim(); ++i) if (group[i]) size *= input.size(i);
-      if (size <= stage_size) continue;
+      bool unit_stride = false;
+      for (int64_t i = 0; i < input.dim(); ++i) {
+        if (!group[i]) continue;
+        size *= input.size(i);
+        unit_stride = unit_stride || input.stride(i) == 1;
+      }
+      const std::pair<bool, int64_t> rank{unit_stride && size >= kStagedRowsFirst, size};
+      if (rank <= stage_rank) continue;
       if (std::optional<ReduceGeometry> fit = reduce_geometry(input, group)) {
         stage_g = fit;
         stage = group;
-        stage_size = size;
+        stage_rank = rank;
       }
     }
     if (!stage_g) break;

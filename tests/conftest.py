@@ -846,9 +846,8 @@ def assert_launches_on_sm90(fn, kernel):
         assert any(kernel in n for n in names), names
 
 
-def cuda_launch_dims(fn, kernel):
-    """(grid, block) of each launch fn() makes of a kernel whose name holds `kernel`, in order
-    (torch.profiler's trace: each kernel event's "grid" and "block", 3 ints each)."""
+def cuda_kernel_events(fn):
+    """The kernel events of torch.profiler's trace of fn(), in launch order."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
@@ -857,9 +856,14 @@ def cuda_launch_dims(fn, kernel):
         prof.export_chrome_trace(path)
         with open(path) as f:
             events = json.load(f)["traceEvents"]
-    launches = [e for e in events if e.get("cat") == "kernel" and kernel in e.get("name", "")]
-    launches.sort(key=lambda e: e["ts"])
-    return [(tuple(e["args"]["grid"]), tuple(e["args"]["block"])) for e in launches]
+    return sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+
+
+def cuda_launch_dims(fn, kernel):
+    """(grid, block) of each launch fn() makes of a kernel whose name holds `kernel`, in order
+    (each kernel event's "grid" and "block", 3 ints each)."""
+    return [(tuple(e["args"]["grid"]), tuple(e["args"]["block"]))
+            for e in cuda_kernel_events(fn) if kernel in e.get("name", "")]
 
 
 # The inner-dim (softmax over a middle dim) dispatcher's two ways, forced (REDUCE_OPS_STRATEGY):

@@ -14,7 +14,8 @@ import torch
 import reduce_ops
 from conftest import (
     DTYPES, INT_LIKE_DTYPES, LAYOUTS, assert_close_to_reference,
-    assert_exactly_equal, assert_like_torch_result, assert_same_bits, cuda_kernels_run, cuda_launch_dims,
+    assert_exactly_equal, assert_like_torch_result, assert_same_bits, cuda_kernel_events, cuda_kernels_run,
+    cuda_launch_dims,
     dtype_id, expected_exception, launches_of, make_input, message_names_dtype, reference_sum,
     requires_cuda, rows_per_sm,
 )
@@ -145,6 +146,7 @@ STAGED_CASES = [
     ((13, 9, 7), (2, 0, 1), (0, 1)),           # a permuted tensor: its dims 0 and 1 apart in memory
     ((17, 1021), ("cols", 1000), None),        # a column slice reduced whole
     ((257, 3, 1031), "contiguous", (0, 2)),    # rows of the split and few-rows kernels
+    ((100, 3, 40), "contiguous", (0, 2)),      # rows of 40 first, though the columns are longer
 ]
 # Kept dims that merge into no two views even a group at a time: one transposed copy, then rows.
 COPIED_CASES = [((2, 3, 5, 4), (0, 1, 3, 2), 0), ((2, 4, 3, 5), (0, 2, 1, 3), (0, 3))]
@@ -191,6 +193,17 @@ def test_dims_of_no_single_view_read_x_without_a_copy(device, op, shape, layout,
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         fn(y, COPIED_CASES[0][2])
     assert "aten::clone" in {e.key for e in prof.key_averages()}
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,first", [((100, 3, 40), "rows"), ((100, 3, 32), "rows"), ((100, 3, 31), "cols"),
+                                         ((6, 5, 40), "rows"), ((40, 5, 6), "cols")], ids=str)
+def test_staged_rows_of_32_or_more_go_first(shape, first):
+    # The order of the stages (ops.cpp, kStagedRowsFirst): contiguous rows of 32 elements or more
+    # first, though the other group be longer; shorter rows after the longer group (columns here).
+    x = make_input(shape, torch.float32, "cuda")
+    names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, (0, 2)))]
+    assert all("reduce_ops" in n for n in names) and first in names[0].split("<")[0], names
 
 
 # ---- dtype= --------------------------------------------------------------------------------
