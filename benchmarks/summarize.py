@@ -23,7 +23,8 @@ def by_case(rows):
     table = defaultdict(dict)
     for r in rows:
         if not r.get("graph"):
-            table[(r["op"], tuple(r["shape"]), r["dim"], r["dtype"])][r["provider"]] = r
+            dim = tuple(r["dim"]) if isinstance(r["dim"], list) else r["dim"]
+            table[(r["op"], tuple(r["shape"]), dim, r["dtype"])][r["provider"]] = r
     return table
 
 
