@@ -88,10 +88,11 @@ std::vector<StridedDim> merge_dims(const std::vector<StridedDim>& dims) {
   return merged;
 }
 
-// The (outer, reduced, inner) view of x, or nullopt when the strides need more than one reduced
-// and two kept dims. Kept dims keep their order (the output is laid out in it); reduced dims may
-// be visited in any order, so they are sorted by stride first.
-std::optional<ReduceGeometry> reduce_geometry(const at::Tensor& x, const std::vector<bool>& mask) {
+// x's kept and reduced dims (mask), size-1 dims dropped, each list merged where memory allows.
+// Kept dims keep their order (the output is laid out in it); reduced dims may be visited in any
+// order, so they are sorted by stride first.
+std::pair<std::vector<StridedDim>, std::vector<StridedDim>> kept_and_reduced(const at::Tensor& x,
+                                                                              const std::vector<bool>& mask) {
   std::vector<StridedDim> kept, reduced;
   for (int64_t i = 0; i < x.dim(); ++i) {
     if (x.size(i) == 1) continue;
@@ -99,8 +100,13 @@ std::optional<ReduceGeometry> reduce_geometry(const at::Tensor& x, const std::ve
   }
   std::stable_sort(reduced.begin(), reduced.end(),
                    [](const StridedDim& a, const StridedDim& b) { return a.stride > b.stride; });
-  reduced = merge_dims(reduced);
-  kept = merge_dims(kept);
+  return {merge_dims(kept), merge_dims(reduced)};
+}
+
+// The (outer, reduced, inner) view of x, or nullopt when the strides need more than one reduced
+// and two kept dims.
+std::optional<ReduceGeometry> reduce_geometry(const at::Tensor& x, const std::vector<bool>& mask) {
+  const auto [kept, reduced] = kept_and_reduced(x, mask);
   if (reduced.size() > 1 || kept.size() > 2) return std::nullopt;
 
   ReduceGeometry g;
@@ -119,6 +125,26 @@ std::optional<ReduceGeometry> reduce_geometry(const at::Tensor& x, const std::ve
     const bool rows = g.reduced_stride == 1 || kept[0].stride != 1;
     (rows ? g.outer : g.inner) = kept[0].size;
     (rows ? g.outer_stride : g.inner_stride) = kept[0].stride;
+  }
+  return g;
+}
+
+// The view of x whose reduced dims make exactly two groups, with at most two kept ones, or nullopt.
+std::optional<TwoGroupsGeometry> two_groups_geometry(const at::Tensor& x, const std::vector<bool>& mask) {
+  const auto [kept, reduced] = kept_and_reduced(x, mask);
+  if (reduced.size() != 2 || kept.size() > 2) return std::nullopt;
+  TwoGroupsGeometry g;
+  g.qs = reduced[0].size;
+  g.q_stride = reduced[0].stride;
+  g.ms = reduced[1].size;
+  g.m_stride = reduced[1].stride;
+  if (!kept.empty()) {
+    g.outer = kept[0].size;
+    g.outer_stride = kept[0].stride;
+  }
+  if (kept.size() == 2) {
+    g.inner = kept[1].size;
+    g.inner_stride = kept[1].stride;
   }
   return g;
 }
@@ -222,6 +248,15 @@ at::Tensor reduce_impl(const char* op, const at::Tensor& x, at::OptionalIntArray
 
   std::vector<bool> left = mask;  // the dims of `input` still to reduce
   std::optional<ReduceGeometry> g = reduce_geometry(input, left);
+#ifdef REDUCE_OPS_WITH_CUDA
+  // Small CUDA inputs whose reduced dims make exactly two groups (dims 0 and 2 of a contiguous
+  // (N, C, L)): one launch, not the two stages below (reduce_two_groups_cuda; up to 2^20 elements).
+  if (!g && is_cuda(input)) {
+    if (std::optional<TwoGroupsGeometry> two = two_groups_geometry(input, left)) {
+      if (reduce_two_groups_cuda(input, *two, out, kind)) return out;
+    }
+  }
+#endif
   // Reduced dims that fit no single view, such as dims (0, 2) of a contiguous (N, C, L) or a
   // sliced tensor reduced whole: reduced in stages, a group of them a stage, into partials of the
   // accumulate type (a sum's float32 or float64; a max keeps the dtype, exactly), each read once

@@ -20,6 +20,15 @@ struct ReduceGeometry {
   int64_t outer_stride = 0, reduced_stride = 0, inner_stride = 0;
 };
 
+// A reduction whose reduced dims make two groups that no single view joins (dims 0 and 2 of a
+// contiguous (N, C, L), a column slice reduced whole): out[o * inner + i] = reduce over q < qs and
+// m < ms of x[o * outer_stride + i * inner_stride + q * q_stride + m * m_stride] (q_stride >=
+// m_stride), out contiguous with outer * inner elements as in ReduceGeometry.
+struct TwoGroupsGeometry {
+  int64_t outer = 1, inner = 1, qs = 1, ms = 1;
+  int64_t outer_stride = 0, inner_stride = 0, q_stride = 0, m_stride = 0;
+};
+
 // Row-wise ops (softmax, reduce_scale): `rows` rows of `cols` elements; row r starts at
 // x + r * x_row_stride and y + r * y_row_stride, its elements are contiguous (stride 1).
 struct RowGeometry {
@@ -47,6 +56,10 @@ void softmax_backward_cpu(const at::Tensor& grad, const at::Tensor& out, const I
 #ifdef REDUCE_OPS_WITH_CUDA
 void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out,
                  ReduceKind kind);
+// Small inputs in one launch (the binding stages the others); false, launching nothing, where
+// the input is past the size that pays or a strategy is forced.
+bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, const at::Tensor& out,
+                            ReduceKind kind);
 void softmax_rows_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y);
 void softmax_inner_cuda(const at::Tensor& x, const InnerGeometry& g, const at::Tensor& y);
 void reduce_scale_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y,

@@ -65,7 +65,8 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # segments past the row's packs load its last one) and of any length (70001, 140001), small
     # columns read whole by a block (every block shape: 4, 8, 16, 64, 300 and 2000 rows; 3 x 64 x
     # 40 over dim 1), columns with and without a split, strided rows, an unaligned start, dims that
-    # fit no single view (40 x 7 x 9 over (0, 2) and the like: reduced in stages). Many
+    # fit no single view (40 x 7 x 9 over (0, 2) and 3 x 4 x 5 x 6 over (0, 2, 3): two groups, one
+    # launch of reduce_two_groups_kernel; 2 x 3 x 4 x 5 x 6 over (0, 2, 4): three, in stages). Many
     # rows of one block round (4300 x 3200 float32, 4300 x 4608 bfloat16: 800 and 576 packs), and
     # long rows on blocks of 512 threads, the last round partial (1100 x 12292 float32, 1100 x
     # 24584 bfloat16).

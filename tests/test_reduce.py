@@ -134,8 +134,11 @@ def test_sum_and_amax_large_cuda(dtype, shape, dim):
 
 # ---- dims that fit no single view: reduced in stages -----------------------------------------
 
-# (shape, how x is laid out, dims). The binding reduces these a group of adjacent dims a stage,
-# the biggest first, into accumulate-type partials (ops.cpp's reduce_impl). A layout is "contiguous",
+# (shape, how x is laid out, dims). The binding reduces these a group of adjacent dims a stage
+# (contiguous rows of 32 or more first, else the biggest group), into accumulate-type partials
+# (ops.cpp's reduce_impl); on CUDA, small ones whose dims make two groups in one launch
+# (reduce_two_groups_kernel: a block of 1, 4, 8 or 32 warps an output, by its values; "stages"
+# runs them staged, REDUCE_OPS_TWO_GROUPS_MAX=0). A layout is "contiguous",
 # a permutation p (x = base.permute(p) of a contiguous base), or ("cols", n): the first n columns of
 # a wider 2-D tensor.
 STAGED_CASES = [
@@ -147,6 +150,10 @@ STAGED_CASES = [
     ((17, 1021), ("cols", 1000), None),        # a column slice reduced whole
     ((257, 3, 1031), "contiguous", (0, 2)),    # rows of the split and few-rows kernels
     ((100, 3, 40), "contiguous", (0, 2)),      # rows of 40 first, though the columns are longer
+    ((20, 3, 40), "contiguous", (0, 2)),       # 800 values an output: 4 warps in one launch
+    ((30, 2, 50), "contiguous", (0, 2)),       # 1500: 8 warps
+    ((9, 40), ("cols", 33), None),             # no kept dim
+    ((3, 4, 5, 6), "contiguous", (1, 3)),      # two kept dims as well
 ]
 # Kept dims that merge into no two views even a group at a time: one transposed copy, then rows.
 COPIED_CASES = [((2, 3, 5, 4), (0, 1, 3, 2), 0), ((2, 4, 3, 5), (0, 2, 1, 3), (0, 3))]
@@ -163,9 +170,14 @@ def laid_out(shape, layout, dtype, device):
     return make_input(base_shape, dtype, device).permute(layout)
 
 
+@pytest.mark.parametrize("path", ["auto", "stages"])
 @pytest.mark.parametrize("keepdim", [False, True], ids=["", "keepdim"])
 @pytest.mark.parametrize("shape,layout,dim", STAGED_CASES + COPIED_CASES, ids=str)
-def test_dims_of_no_single_view(device, dtype, shape, layout, dim, keepdim):
+def test_dims_of_no_single_view(monkeypatch, device, dtype, shape, layout, dim, keepdim, path):
+    if path == "stages":
+        if device == "cpu":
+            pytest.skip("the CPU always stages them")
+        monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_MAX", "0")
     x = laid_out(shape, layout, dtype, device)
     check_sum(x, dim, keepdim)
     check_amax(x, dim, keepdim)
@@ -198,12 +210,44 @@ def test_dims_of_no_single_view_read_x_without_a_copy(device, op, shape, layout,
 @requires_cuda
 @pytest.mark.parametrize("shape,first", [((100, 3, 40), "rows"), ((100, 3, 32), "rows"), ((100, 3, 31), "cols"),
                                          ((6, 5, 40), "rows"), ((40, 5, 6), "cols")], ids=str)
-def test_staged_rows_of_32_or_more_go_first(shape, first):
+def test_staged_rows_of_32_or_more_go_first(monkeypatch, shape, first):
     # The order of the stages (ops.cpp, kStagedRowsFirst): contiguous rows of 32 elements or more
     # first, though the other group be longer; shorter rows after the longer group (columns here).
+    monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_MAX", "0")
     x = make_input(shape, torch.float32, "cuda")
     names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, (0, 2)))]
     assert all("reduce_ops" in n for n in names) and first in names[0].split("<")[0], names
+
+
+@requires_cuda
+@pytest.mark.parametrize("knob", [None, "0", "3000"], ids=["auto", "off", "3000"])
+@pytest.mark.parametrize("shape,layout,dim", STAGED_CASES, ids=str)
+def test_small_two_group_reductions_take_one_launch(monkeypatch, shape, layout, dim, knob):
+    # Dims that make exactly two groups, up to 8192 values an output and REDUCE_OPS_TWO_GROUPS_MAX
+    # elements (0: never): one launch of reduce_two_groups_kernel; else the stages (two launches or
+    # more). Three groups always stage.
+    if knob is not None:
+        monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_MAX", knob)
+    x = laid_out(shape, layout, torch.float32, "cuda")
+    names = [e["name"].split("<")[0] for e in cuda_kernel_events(lambda: reduce_ops.amax(x, dim))]
+    dims = range(x.dim()) if dim is None else [d % x.dim() for d in dim]
+    per_output = math.prod(x.shape[d] for d in dims)
+    two_groups = x.dim() != 5  # every case but (2, 3, 4, 5, 6) over (0, 2, 4) makes two
+    fits = two_groups and per_output <= 8192 and x.numel() <= {None: 1 << 20, "0": 0, "3000": 3000}[knob]
+    if fits:
+        assert len(names) == 1 and "reduce_two_groups_kernel" in names[0], names
+    else:
+        assert len(names) >= 2 and not any("two_groups" in n for n in names), names
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,one", [((16, 256, 256), True), ((16, 257, 256), False)], ids=str)
+def test_two_group_reductions_in_one_launch_up_to_2_20_elements(shape, one):
+    # kTwoGroupsMaxElements (reduce.cu): 2^20 elements take one launch, one row more the stages.
+    x = make_input(shape, torch.bfloat16, "cuda")
+    names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, (0, 2)))]
+    assert (len(names) == 1 and "reduce_two_groups_kernel" in names[0]) == one, names
+    check_sum(x, (0, 2))
 
 
 # ---- dtype= --------------------------------------------------------------------------------

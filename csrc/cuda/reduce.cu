@@ -1027,6 +1027,74 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 }  // namespace
 }  // namespace cuda
 
+namespace cuda {
+namespace {
+
+// fn(reducer) with the reducer of `kind` for In -> Out.
+template <typename In, typename Out, typename Fn>
+void with_reducer(ReduceKind kind, const Fn& run) {
+  using V = at::opmath_type<In>;
+  if constexpr (sizeof(Out) < sizeof(In)) {
+    // A staged sum's float32 partials into a float16 / bfloat16 result (ops.cpp): plain, as
+    // every sum into such a result (below).
+    TORCH_INTERNAL_ASSERT(kind == ReduceKind::kSum, "reduce_cuda: a narrowed result is a staged sum's");
+    run(PlainReducer<SumOp<V>>{});
+  } else if (kind == ReduceKind::kMax) {
+    run(PlainReducer<MaxOp<V>>{});
+  } else if constexpr (std::is_same_v<V, float>) {
+    // Sums into a float32 result are compensated (float32 inputs, or 16-bit ones with
+    // dtype=torch.float32). Sums into a float16 / bfloat16 result add plain floats, as torch's:
+    // its final rounding (2^-9 or 2^-12 of the result) hides a float32 sum's error (~1e-6 of
+    // sum |x| in scripts/accuracy_report.py) unless the sum cancels to ~1e-3 of sum |x|, and
+    // there compensation cost more than the 2% issue 3 allows: H200, bfloat16 columns 442368 x
+    // 128 39.5 vs 34.2 us, 65536 x 1024 43.2 vs 38.5 (h200_study/tune_reductions_session16.txt).
+    // float64 sums are plain, as torch's. REDUCE_OPS_SUM=plain|compensated forces either.
+    const bool compensated = env_equals("REDUCE_OPS_SUM", "compensated") ||
+                             (!is_reduced_float_v<Out> && !env_equals("REDUCE_OPS_SUM", "plain"));
+    if (compensated) run(NeumaierReducer<V>{});
+    else run(PlainReducer<SumOp<V>>{});
+  } else {
+    run(PlainReducer<SumOp<V>>{});
+  }
+}
+
+// The most elements a reduction over two groups of dims takes in one launch
+// (REDUCE_OPS_TWO_GROUPS_MAX; 0: none, the binding stages them all), and the most values each
+// output folds there (a block of 32 warps, 8 values a thread). H200, us a call in CUDA graphs,
+// stages -> one launch (torch.compile; h200_study/session89.txt, section 8): float32 sums over
+// (0, 2) of 8 x 16 x 32 3.27 -> 2.05 (1.87), of 16 x 256 x 256 (2^20) 4.86 -> 3.81 (2.98), over
+// (0, 2, 3) of 32 x 64 x 7 x 7 3.94 -> 2.46 (2.32); bfloat16 16 x 256 x 256 4.00 -> 3.83; past
+// 2^20 the block an output falls behind: 128 x 256 x 7 x 7 bfloat16 4.67 -> 5.48, 128 x 512 x 7 x
+// 7 float32 7.16 -> 8.89.
+constexpr int64_t kTwoGroupsMaxElements = int64_t{1} << 20;
+constexpr int64_t kTwoGroupsMaxPerOutput = 32 * kWarpSize * 8;
+
+// reduce_two_groups_kernel, a block an output of the warps that give each thread 8 values.
+template <typename In, typename Out, typename R>
+void launch_two_groups(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R&,
+                       cudaStream_t stream) {
+  using Tree = typename TreeReducer<R>::type;  // at most 8192 values an output: a tree of depth <= 13
+  constexpr int kPer = 8;
+  TwoGroupsArgs a{g.inner, g.outer_stride, g.inner_stride, g.q_stride, g.m_stride, static_cast<int>(g.qs),
+                  static_cast<int>(g.ms), 0, 0};
+  const auto launch = [&](auto warps_tag) {
+    constexpr int kThreads = decltype(warps_tag)::value * kWarpSize;
+    a.q_step = kThreads / a.ms;
+    a.m_step = kThreads % a.ms;
+    reduce_two_groups_kernel<In, Out, Tree, decltype(warps_tag)::value, kPer>
+        <<<g.outer * g.inner, kThreads, 0, stream>>>(xt.const_data_ptr<In>(), out_t.mutable_data_ptr<Out>(), a, Tree{});
+  };
+  const int64_t n = g.qs * g.ms;
+  if (n <= kPer * kWarpSize) return launch(Int<1>{});
+  if (n <= kPer * 4 * kWarpSize) return launch(Int<4>{});
+  if (n <= kPer * 8 * kWarpSize) return launch(Int<8>{});
+  if (n <= kPer * 16 * kWarpSize) return launch(Int<16>{});
+  launch(Int<32>{});
+}
+
+}  // namespace
+}  // namespace cuda
+
 void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out, ReduceKind kind) {
   const c10::cuda::CUDAGuard guard(x.device());
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -1036,34 +1104,29 @@ void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
   dispatch_in_out<true>("reduce_cuda", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
     using In = typename decltype(in_tag)::type;
     using Out = typename decltype(out_tag)::type;
-    using V = at::opmath_type<In>;
-    auto run = [&](const auto& r) {
+    cuda::with_reducer<In, Out>(kind, [&](const auto& r) {
       if (columns) cuda::launch_cols<In, Out>(x, g, out, r, stream, forced);
       else cuda::launch_rows<In, Out>(x, g, out, r, stream, forced);
-    };
-    if constexpr (sizeof(Out) < sizeof(In)) {
-      // A staged sum's float32 partials into a float16 / bfloat16 result (ops.cpp): plain, as
-      // every sum into such a result (below).
-      TORCH_INTERNAL_ASSERT(kind == ReduceKind::kSum, "reduce_cuda: a narrowed result is a staged sum's");
-      run(cuda::PlainReducer<SumOp<V>>{});
-    } else if (kind == ReduceKind::kMax) {
-      run(cuda::PlainReducer<MaxOp<V>>{});
-    } else if constexpr (std::is_same_v<V, float>) {
-      // Sums into a float32 result are compensated (float32 inputs, or 16-bit ones with
-      // dtype=torch.float32). Sums into a float16 / bfloat16 result add plain floats, as torch's:
-      // its final rounding (2^-9 or 2^-12 of the result) hides a float32 sum's error (~1e-6 of
-      // sum |x| in scripts/accuracy_report.py) unless the sum cancels to ~1e-3 of sum |x|, and
-      // there compensation cost more than the 2% issue 3 allows: H200, bfloat16 columns 442368 x
-      // 128 39.5 vs 34.2 us, 65536 x 1024 43.2 vs 38.5 (h200_study/tune_reductions_session16.txt).
-      // float64 sums are plain, as torch's. REDUCE_OPS_SUM=plain|compensated forces either.
-      const bool compensated = cuda::env_equals("REDUCE_OPS_SUM", "compensated") ||
-                               (!is_reduced_float_v<Out> && !cuda::env_equals("REDUCE_OPS_SUM", "plain"));
-      if (compensated) run(cuda::NeumaierReducer<V>{});
-      else run(cuda::PlainReducer<SumOp<V>>{});
-    } else {
-      run(cuda::PlainReducer<SumOp<V>>{});
-    }
+    });
   });
+}
+
+bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, const at::Tensor& out, ReduceKind kind) {
+  // Automatic only, as the few rows: a forced strategy runs the stages.
+  if (g.qs * g.ms > cuda::kTwoGroupsMaxPerOutput || cuda::ForcedStrategy().any()) return false;
+  if (g.outer * g.inner * g.qs * g.ms >
+      cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_MAX", cuda::kTwoGroupsMaxElements)) {
+    return false;
+  }
+  const c10::cuda::CUDAGuard guard(x.device());
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  dispatch_in_out("reduce_cuda", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
+    using In = typename decltype(in_tag)::type;
+    using Out = typename decltype(out_tag)::type;
+    cuda::with_reducer<In, Out>(kind, [&](const auto& r) { cuda::launch_two_groups<In, Out>(x, g, out, r, stream); });
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return true;
 }
 
 }  // namespace reduce_ops

@@ -19,6 +19,8 @@
 //                             and resets the row's counter. One launch, no memset.
 //   reduce_split_few_kernel   the same for aligned segments of one round of loads (whole tensors
 //                             up to 16 MB): one barrier a block, warp 0 arrives and folds.
+//   reduce_two_groups_kernel  small reductions whose reduced dims make two groups no view joins
+//                             (dims 0 and 2 of (N, C, L)): a block an output, one launch.
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim, and blocks split it further when the
@@ -776,6 +778,52 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) reduce_few_rows_kernel(con
   using P = Pack<In, kMaxVec<In>>;
   const P* packs = reinterpret_cast<const P*>(x + blockIdx.x * row_stride);
   const typename R::Acc folded = block_fold_once<kWarps>(thread_fold_packs_once<kWarps * kWarpSize, kPacks>(packs, npacks, r), r);
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<Out>(r.finish(folded));
+}
+
+// ---- Two groups of reduced dims --------------------------------------------------------------
+
+// A small reduction whose reduced dims make two groups that no single view joins (dims 0 and 2 of
+// (N, C, L), a column slice reduced whole): out[o * inner + i] folds x[o * outer_stride + i *
+// inner_stride + q * q_stride + m * m_stride] over q < qs and m < ms, in one launch where the
+// binding's stages (ops.cpp) take two.
+struct TwoGroupsArgs {
+  int64_t inner, outer_stride, inner_stride, q_stride, m_stride;
+  int qs, ms;          // qs * ms < 2^31
+  int q_step, m_step;  // the block's thread count as (q, m): threads / ms, threads % ms
+};
+
+// A block of kWarps warps an output: thread t takes values t, t + kThreads, ... (kPer of them)
+// of the qs x ms in index order (m fastest: adjacent lanes read adjacent elements where m_stride
+// is 1), every load before the first fold, folded as a tree with the reducer's merge; then
+// block_fold_once. A value past qs x ms loads the output's first element (no branch: a 16-bit
+// load in a branch kept the next ones waiting, as they converted in it) and folds the identity.
+template <typename In, typename Out, typename R, int kWarps, int kPer>
+__global__ void __launch_bounds__(kWarps * kWarpSize) reduce_two_groups_kernel(const In* __restrict__ x,
+                                                                               Out* __restrict__ out,
+                                                                               TwoGroupsArgs a, R r) {
+  const int64_t o = blockIdx.x / a.inner, i = blockIdx.x - o * a.inner;
+  const In* base = x + o * a.outer_stride + i * a.inner_stride;
+  int q = threadIdx.x / a.ms, m = threadIdx.x - q * a.ms;
+  In v[kPer];
+  bool in[kPer];
+#pragma unroll
+  for (int p = 0; p < kPer; ++p) {
+    in[p] = q < a.qs;
+    v[p] = base[in[p] ? q * a.q_stride + m * a.m_stride : 0];
+    q += a.q_step;
+    m += a.m_step;
+    if (m >= a.ms) {
+      m -= a.ms;
+      ++q;
+    }
+  }
+  typename R::Acc acc[kPer];
+#pragma unroll
+  for (int p = 0; p < kPer; ++p) {
+    acc[p] = in[p] ? r.add(R::identity(), static_cast<typename R::Value>(v[p])) : R::identity();
+  }
+  const typename R::Acc folded = block_fold_once<kWarps>(tree_fold(acc, r), r);
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<Out>(r.finish(folded));
 }
 
