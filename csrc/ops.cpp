@@ -75,11 +75,14 @@ struct StridedDim {
   int64_t size, stride;
 };
 
-// Merges neighbours (outer first) that address memory as one dim: a.stride == b.stride * b.size.
+// Whether dim b, inner to a (outer first), addresses memory as one dim with it.
+bool merges(int64_t a_stride, int64_t b_size, int64_t b_stride) { return a_stride == b_stride * b_size; }
+
+// Merges neighbours (outer first) that address memory as one dim (merges).
 std::vector<StridedDim> merge_dims(const std::vector<StridedDim>& dims) {
   std::vector<StridedDim> merged;
   for (const StridedDim& d : dims) {
-    if (!merged.empty() && merged.back().stride == d.stride * d.size) {
+    if (!merged.empty() && merges(merged.back().stride, d.size, d.stride)) {
       merged.back() = {merged.back().size * d.size, d.stride};
     } else {
       merged.push_back(d);
@@ -162,7 +165,7 @@ std::vector<std::vector<bool>> reduced_groups(const at::Tensor& x, const std::ve
   std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t b) { return x.stride(a) > x.stride(b); });
   std::vector<std::vector<bool>> groups;
   for (size_t k = 0; k < dims.size(); ++k) {
-    if (k == 0 || x.stride(dims[k - 1]) != x.stride(dims[k]) * x.size(dims[k])) groups.emplace_back(x.dim(), false);
+    if (k == 0 || !merges(x.stride(dims[k - 1]), x.size(dims[k]), x.stride(dims[k]))) groups.emplace_back(x.dim(), false);
     groups.back()[dims[k]] = true;
   }
   return groups;

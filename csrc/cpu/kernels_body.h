@@ -893,11 +893,10 @@ void reduce(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out,
     using Acc = at::opmath_type<In>;
     const In* xp = x.const_data_ptr<In>();
     Out* op = out.mutable_data_ptr<Out>();
-    if constexpr (sizeof(Out) < sizeof(In)) {
-      TORCH_INTERNAL_ASSERT(kind == ReduceKind::kSum, "reduce_cpu: a narrowed result is a staged sum's");
+    if (kind == ReduceKind::kSum) {
       reduce_kernel<In, Out, Acc, SumOp<Acc>>(xp, op, g);
-    } else if (kind == ReduceKind::kSum) {
-      reduce_kernel<In, Out, Acc, SumOp<Acc>>(xp, op, g);
+    } else if constexpr (sizeof(Out) < sizeof(In)) {
+      TORCH_INTERNAL_ASSERT(false, "reduce_cpu: a narrowed result is a staged sum's");
     } else {
       reduce_kernel<In, Out, Acc, MaxOp<Acc>>(xp, op, g);
     }
