@@ -252,8 +252,9 @@ at::Tensor reduce_impl(const char* op, const at::Tensor& x, at::OptionalIntArray
   std::vector<bool> left = mask;  // the dims of `input` still to reduce
   std::optional<ReduceGeometry> g = reduce_geometry(input, left);
 #ifdef REDUCE_OPS_WITH_CUDA
-  // Small CUDA inputs whose reduced dims make exactly two groups (dims 0 and 2 of a contiguous
-  // (N, C, L)): one launch, not the two stages below (reduce_two_groups_cuda; up to 2^20 elements).
+  // CUDA inputs whose reduced dims make exactly two groups (dims 0 and 2 of a contiguous (N, C,
+  // L)): one launch, not the two stages below, where reduce_two_groups_cuda finds it pays (up to
+  // 2^20 elements, or the inner group's contiguous runs of 128 bytes or more).
   if (!g && is_cuda(input)) {
     if (std::optional<TwoGroupsGeometry> two = two_groups_geometry(input, left)) {
       if (reduce_two_groups_cuda(input, *two, out, kind)) return out;

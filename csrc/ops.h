@@ -56,8 +56,9 @@ void softmax_backward_cpu(const at::Tensor& grad, const at::Tensor& out, const I
 #ifdef REDUCE_OPS_WITH_CUDA
 void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor& out,
                  ReduceKind kind);
-// Small inputs in one launch (the binding stages the others); false, launching nothing, where
-// the input is past the size that pays or a strategy is forced.
+// One launch: small inputs (a block an output), and larger ones whose inner group is contiguous
+// runs of 128 bytes or more (the runs kernel); false, launching nothing, where the stages pay (the
+// binding runs them) or a strategy is forced.
 bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, const at::Tensor& out,
                             ReduceKind kind);
 void softmax_rows_cuda(const at::Tensor& x, const RowGeometry& g, const at::Tensor& y);

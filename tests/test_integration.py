@@ -296,7 +296,8 @@ def test_cuda_graphs_of_split_reductions_replay_concurrently():
     # draws its own slice of (no fill node in the graph). Two graphs replayed at once on two
     # streams, beside eager calls on a third, must not share counters: a shared one would pick
     # the wrong last block and fold a row before all its partials arrived.
-    cases = [((1 << 22,), None), ((5000, 8), 0), ((3, 70001), -1), ((20000, 24), 0)]
+    # (64, 5, 4096) over (0, 2): the runs of two groups of dims, each row split in 64 segments.
+    cases = [((1 << 22,), None), ((5000, 8), 0), ((3, 70001), -1), ((20000, 24), 0), ((64, 5, 4096), (0, 2))]
     xs = [make_input(shape, torch.float32, "cuda") for shape, _ in cases]
     expected = [reduce_ops.sum(x, dim) for x, (_, dim) in zip(xs, cases)]
     graphs, outs = [], []

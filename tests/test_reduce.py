@@ -7,6 +7,7 @@ amax == torch.amax(x, dim, keepdim), exactly; NaN propagates; the identity is -i
 """
 import functools
 import math
+import re
 
 import pytest
 import torch
@@ -137,8 +138,9 @@ def test_sum_and_amax_large_cuda(dtype, shape, dim):
 # (shape, how x is laid out, dims). The binding reduces these a group of adjacent dims a stage
 # (contiguous rows of 32 or more first, else the biggest group), into accumulate-type partials
 # (ops.cpp's reduce_impl); on CUDA, small ones whose dims make two groups in one launch
-# (reduce_two_groups_kernel: a block of 1, 4, 8 or 32 warps an output, by its values; "stages"
-# runs them staged, REDUCE_OPS_TWO_GROUPS_MAX=0). A layout is "contiguous",
+# (reduce_two_groups_kernel: a block of 1, 4, 8 or 32 warps an output, by its values; larger ones
+# whose inner group is contiguous runs of 128 bytes or more, reduce_two_groups_runs_kernel; "stages"
+# runs them staged: stage_two_groups). A layout is "contiguous",
 # a permutation p (x = base.permute(p) of a contiguous base), or ("cols", n): the first n columns of
 # a wider 2-D tensor.
 STAGED_CASES = [
@@ -159,6 +161,12 @@ STAGED_CASES = [
 COPIED_CASES = [((2, 3, 5, 4), (0, 1, 3, 2), 0), ((2, 4, 3, 5), (0, 2, 1, 3), (0, 3))]
 
 
+def stage_two_groups(monkeypatch):
+    """Stage every CUDA reduction whose dims make two groups: neither one-launch kernel."""
+    monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_MAX", "0")
+    monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_RUN_BYTES", "0")
+
+
 def laid_out(shape, layout, dtype, device):
     if layout == "contiguous":
         return make_input(shape, dtype, device)
@@ -177,7 +185,7 @@ def test_dims_of_no_single_view(monkeypatch, device, dtype, shape, layout, dim, 
     if path == "stages":
         if device == "cpu":
             pytest.skip("the CPU always stages them")
-        monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_MAX", "0")
+        stage_two_groups(monkeypatch)
     x = laid_out(shape, layout, dtype, device)
     check_sum(x, dim, keepdim)
     check_amax(x, dim, keepdim)
@@ -213,7 +221,7 @@ def test_dims_of_no_single_view_read_x_without_a_copy(device, op, shape, layout,
 def test_staged_rows_of_32_or_more_go_first(monkeypatch, shape, first):
     # The order of the stages (ops.cpp, kStagedRowsFirst): contiguous rows of 32 elements or more
     # first, though the other group be longer; shorter rows after the longer group (columns here).
-    monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_MAX", "0")
+    stage_two_groups(monkeypatch)
     x = make_input(shape, torch.float32, "cuda")
     names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, (0, 2)))]
     assert all("reduce_ops" in n for n in names) and first in names[0].split("<")[0], names
@@ -224,8 +232,9 @@ def test_staged_rows_of_32_or_more_go_first(monkeypatch, shape, first):
 @pytest.mark.parametrize("shape,layout,dim", STAGED_CASES, ids=str)
 def test_small_two_group_reductions_take_one_launch(monkeypatch, shape, layout, dim, knob):
     # Dims that make exactly two groups, up to 8192 values an output and REDUCE_OPS_TWO_GROUPS_MAX
-    # elements (0: never): one launch of reduce_two_groups_kernel; else the stages (two launches or
-    # more). Three groups always stage.
+    # elements (0: never): one launch of reduce_two_groups_kernel; else, with the runs kernel off,
+    # the stages (two launches or more). Three groups always stage.
+    monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_RUN_BYTES", "0")
     if knob is not None:
         monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_MAX", knob)
     x = laid_out(shape, layout, torch.float32, "cuda")
@@ -241,13 +250,95 @@ def test_small_two_group_reductions_take_one_launch(monkeypatch, shape, layout, 
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape,one", [((16, 256, 256), True), ((16, 257, 256), False)], ids=str)
-def test_two_group_reductions_in_one_launch_up_to_2_20_elements(shape, one):
-    # kTwoGroupsMaxElements (reduce.cu): 2^20 elements take one launch, one row more the stages.
+@pytest.mark.parametrize("shape,kernel", [((16, 256, 256), "reduce_two_groups_kernel"), ((16, 257, 256), None),
+                                          ((64, 65, 256), "reduce_two_groups_runs_kernel")], ids=str)
+def test_two_group_reductions_by_the_block_an_output_up_to_2_20_elements(shape, kernel):
+    # kTwoGroupsMaxElements (reduce.cu): 2^20 elements take the block an output; past them, rows of
+    # 2048 packs (one round of loads a thread) or more the runs kernel, shorter ones the stages.
     x = make_input(shape, torch.bfloat16, "cuda")
-    names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, (0, 2)))]
-    assert (len(names) == 1 and "reduce_two_groups_kernel" in names[0]) == one, names
+    names = [e["name"].split("<")[0] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, (0, 2)))]
+    if kernel is None:
+        assert len(names) >= 2 and not any("two_groups" in n for n in names), names
+    else:
+        assert len(names) == 1 and names[0].endswith(kernel), names
     check_sum(x, (0, 2))
+
+
+# Past the block an output (over 2^20 elements or 8192 values an output), dims that make two
+# groups whose inner one is contiguous runs of 128 bytes or more: reduce_two_groups_runs_kernel,
+# one launch (shape, layout as laid_out, dims, whether every run starts on a 16-byte boundary).
+# Its loads are 16-byte packs where the runs hold whole packs, else elements, but for 16-bit
+# elements, which the stages read faster (launch_two_groups_runs). The rows split over blocks
+# where they are few and long: (64, 5, 4096) into 16-64 segments, folded by the last block of each.
+RUNS_CASES = [
+    ((64, 5, 4096), "contiguous", (0, 2), True),     # few long rows: split, last-block folds
+    ((300, 7, 49), "contiguous", (0, 2), False),     # 196-byte float32 runs, element by element
+    ((30, 20, 4, 512), "contiguous", (0, 2, 3), True),  # batch norm's dims
+    ((3, 40, 5, 2048), "contiguous", (1, 3), True),  # two kept dims (outer 3, inner 5)
+    ((40, 6, 4097), ("cut", 1), (0, 2), False),      # x[..., 1:]: runs off the 16-byte boundary
+    ((2049, 3, 132), "contiguous", (0, 2), True),    # 132 elements: whole packs but for 16-bit
+]
+
+
+def runs_kernel_loads(x, packed):
+    """How the runs kernel loads x's runs (its kVec: 16 bytes' worth or 1), or None: staged."""
+    vec = 16 // x.element_size()
+    if x.shape[-1] * x.element_size() < 128:
+        return None
+    if packed and x.shape[-1] % vec == 0:
+        return vec
+    return 1 if x.element_size() >= 4 else None
+
+
+def runs_input(shape, layout, dtype):
+    if layout == "contiguous":
+        return make_input(shape, dtype, "cuda")
+    return make_input(shape, dtype, "cuda")[..., layout[1]:]
+
+
+@requires_cuda
+@pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
+@pytest.mark.parametrize("shape,layout,dim,packed", RUNS_CASES, ids=str)
+def test_two_group_runs_in_one_launch(monkeypatch, dtype, shape, layout, dim, packed, chunk):
+    # REDUCE_OPS_REDUCE_CHUNK=64 cuts every row into the shortest segments the runs kernel takes
+    # (one round of loads a thread): more splits, each row folded by its last block.
+    if chunk is not None:
+        monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
+    x = runs_input(shape, layout, dtype)
+    if runs_kernel_loads(x, packed) is None:  # staged: 16-bit runs of 49, or not whole packs
+        names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, dim))]
+        assert len(names) >= 2 and not any("two_groups" in n for n in names), names
+        check_sum(x, dim)
+        return
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
+        events = cuda_kernel_events(lambda: fn(x, dim))
+        assert len(events) == 1 and "reduce_two_groups_runs_kernel" in events[0]["name"], events
+    check_sum(x, dim)
+    check_amax(x, dim)
+    check_sum(x, dim, keepdim=True)
+    if dtype in (torch.float16, torch.bfloat16):
+        check_sum(x, dim, dtype=torch.float32)
+    first = reduce_ops.sum(x, dim)
+    for _ in range(3):  # the counters are zero again after each launch: same bits
+        assert_same_bits(reduce_ops.sum(x, dim), first)
+
+
+@requires_cuda
+def test_two_group_runs_pack_where_aligned():
+    # The runs kernel loads 16-byte packs where every run and output starts on a 16-byte boundary
+    # and holds whole packs (the kernel's kVec template argument), else element by element.
+    for shape, layout, dim, packed in RUNS_CASES:
+        for dtype in DTYPES:
+            x = runs_input(shape, layout, dtype)
+            vec = runs_kernel_loads(x, packed)
+            if vec is None:
+                continue
+            reduce_ops.sum(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
+            names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, dim))]
+            assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
+            # template arguments ..., kVec, kUnroll, kMinBlocks>
+            assert re.search(r", (\d+), \d+, \d+>\(", names[0]).group(1) == str(vec), (shape, dtype, names)
 
 
 # ---- dtype= --------------------------------------------------------------------------------

@@ -1092,6 +1092,76 @@ void launch_two_groups(const at::Tensor& xt, const TwoGroupsGeometry& g, const a
   launch(Int<32>{});
 }
 
+// The shortest runs the runs kernel reads (REDUCE_OPS_TWO_GROUPS_RUN_BYTES; 0: none, the binding
+// stages them; shorter ones are staged): a run of a few sectors wastes the parts of its first and
+// last sectors it does not use. At 128 bytes the runs still won (H200, events, us, stages -> runs:
+// 512 x 64 x 32 float32 over (0, 2) sum 8.80 -> 7.97, amax 8.19 -> 7.74; session90.txt, section
+// 3); shorter ones were not measured.
+constexpr int64_t kTwoGroupsMinRunBytes = 128;
+
+// reduce_two_groups_runs_kernel, or false (launching nothing) where the stages read faster: runs of
+// 16-bit elements that are not whole 16-byte packs (element by element, 2 bytes a load: 64 x 256 x
+// 14 x 14 bfloat16 sum 8.61 -> 9.79 us, events), and rows of less than one round of loads a thread
+// (a block then holds too few loads for the SM's 4 blocks: 64 x 1024 x 64 bfloat16, 512 packs a
+// row, 5.67 -> 8.03 us in a CUDA graph; h200_study/session90.txt, section 3). The runs by 16-byte
+// packs where every run and output starts on a 16-byte boundary and holds whole packs, 8 in flight
+// a thread (64 registers, 4 blocks an SM), else element by element, 8 in flight (float64 4; 32
+// registers, 8 blocks); rows split as launch_rows splits few long rows (split_rows, segments of at
+// least one round of loads and 16 KB, at most about kReduceSplitBlocks of them in all). H200,
+// events, us, packs 4 -> 8 in flight (session90.txt, section 2): float32 sums over (0, 2) of 16 x
+// 4096 x 1024 68.93 -> 62.91 (torch.compile 61.95), 64 x 512 x 2048 65.09 -> 63.97 (62.69),
+// bfloat16 37.28 -> 34.03 (33.20) and 35.71 -> 34.46 (33.71); amaxes within 0.6%. A sum's fold
+// after each round of loads is in the time a warp waits for the next round: with 4 packs it cost
+// float32 sums up to 9% against amaxes, with 8 it does not (plain adds, REDUCE_OPS_SUM=plain,
+// gained as much). 16 elements in flight lost (256 x 512 x 7 x 7 float32 sum 12.58 -> 21.97).
+template <typename In, typename Out, typename R>
+bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
+                            cudaStream_t stream) {
+  using Acc = typename R::Acc;
+  constexpr int kVec = kMaxVec<In>;
+  constexpr int kScalars = sizeof(In) == 8 ? 4 : 8;  // float64: 8 spilled at 32 registers
+  const In* x = xt.const_data_ptr<In>();
+  const bool packed = is_aligned(x, 16) && g.ms % kVec == 0 && g.q_stride % kVec == 0 && g.outer_stride % kVec == 0 &&
+                      g.inner_stride % kVec == 0;
+  const int vec = packed ? kVec : 1;
+  const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
+  if ((!packed && sizeof(In) < 4) || g.qs * g.ms / vec < round) return false;
+  TwoGroupsRunsArgs a{};
+  a.rows = g.outer * g.inner;
+  a.inner = g.inner;
+  a.outer_stride = g.outer_stride / vec;
+  a.inner_stride = g.inner_stride / vec;
+  a.q_stride = g.q_stride / vec;
+  a.run_packs = static_cast<int>(g.ms / vec);
+  a.row_packs = g.qs * a.run_packs;
+  a.step_packs = kRowsBlockThreads % a.run_packs;
+  a.step_ptr = (kRowsBlockThreads / a.run_packs) * a.q_stride + a.step_packs;
+  a.wrap_ptr = a.q_stride - a.run_packs;
+  const int64_t bytes = a.rows * g.qs * g.ms * static_cast<int64_t>(sizeof(In));
+  const int64_t min_chunk = std::max(
+      round, env_positive("REDUCE_OPS_REDUCE_CHUNK", std::max(kMinReduceChunkBytes, bytes / kReduceSplitBlocks) / sizeof(In)) / vec);
+  a.splits = 1;
+  a.chunk = a.row_packs;
+  if (a.rows <= kMaxCounters && a.row_packs >= 2 * min_chunk) {
+    const RowSplit plan = split_rows(a.rows, a.row_packs, min_chunk);
+    a.splits = plan.splits;
+    a.chunk = plan.chunk;
+  }
+  at::Tensor partial, graph_owned;
+  Acc* partials = nullptr;
+  unsigned* counters = nullptr;
+  if (a.splits > 1) {
+    partial = at::empty({a.rows * a.splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
+    partials = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+    counters = zeroed_counters(a.rows, xt, stream, graph_owned);
+  }
+  const auto kernel = packed ? reduce_two_groups_runs_kernel<In, Out, R, kVec, 8, 4>
+                             : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8>;
+  kernel<<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials,
+                                                                         counters, r);
+  return true;
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -1113,20 +1183,27 @@ void reduce_cuda(const at::Tensor& x, const ReduceGeometry& g, const at::Tensor&
 
 bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, const at::Tensor& out, ReduceKind kind) {
   // Automatic only, as the few rows: a forced strategy runs the stages.
-  if (g.qs * g.ms > cuda::kTwoGroupsMaxPerOutput || cuda::ForcedStrategy().any()) return false;
-  if (g.outer * g.inner * g.qs * g.ms >
-      cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_MAX", cuda::kTwoGroupsMaxElements)) {
-    return false;
-  }
+  if (cuda::ForcedStrategy().any()) return false;
+  const bool small = g.qs * g.ms <= cuda::kTwoGroupsMaxPerOutput &&
+                     g.outer * g.inner * g.qs * g.ms <=
+                         cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_MAX", cuda::kTwoGroupsMaxElements);
+  const int64_t min_run_bytes = cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_RUN_BYTES", cuda::kTwoGroupsMinRunBytes);
+  const bool runs = !small && g.m_stride == 1 && min_run_bytes > 0 &&
+                    g.ms * static_cast<int64_t>(x.element_size()) >= min_run_bytes;
+  if (!small && !runs) return false;
   const c10::cuda::CUDAGuard guard(x.device());
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  bool launched = true;
   dispatch_in_out("reduce_cuda", x.scalar_type(), out.scalar_type(), [&](auto in_tag, auto out_tag) {
     using In = typename decltype(in_tag)::type;
     using Out = typename decltype(out_tag)::type;
-    cuda::with_reducer<In, Out>(kind, [&](const auto& r) { cuda::launch_two_groups<In, Out>(x, g, out, r, stream); });
+    cuda::with_reducer<In, Out>(kind, [&](const auto& r) {
+      if (small) cuda::launch_two_groups<In, Out>(x, g, out, r, stream);
+      else launched = cuda::launch_two_groups_runs<In, Out>(x, g, out, r, stream);
+    });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return true;
+  return launched;
 }
 
 }  // namespace reduce_ops

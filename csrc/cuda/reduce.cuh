@@ -21,6 +21,8 @@
 //                             up to 16 MB): one barrier a block, warp 0 arrives and folds.
 //   reduce_two_groups_kernel  small reductions whose reduced dims make two groups no view joins
 //                             (dims 0 and 2 of (N, C, L)): a block an output, one launch.
+//   reduce_two_groups_runs_kernel  larger ones whose inner group is contiguous: each output's
+//                             runs split over blocks as the split rows' segments, one launch.
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim, and blocks split it further when the
@@ -216,6 +218,40 @@ __device__ __forceinline__ P select_pack(bool keep, const P& v, const P& other) 
   return out;
 }
 
+// acc plus the kUnroll x kVec values of a round of packs, folded as one tree, across the packs
+// first (thread_reduce_packs says why), then added once with R's add (kWordWiden: 16-bit
+// elements widened from their words; kPackedMax: folded packed).
+template <bool kWordWiden = false, typename R, typename In, int kVec, int kUnroll>
+__device__ __forceinline__ typename R::Acc add_round_tree(typename R::Acc acc, const Pack<In, kVec> (&v)[kUnroll],
+                                                          const R& r) {
+  using V = typename R::Value;
+  if constexpr (kPackedMax<R, In, kVec>) {  // the same tree, on words
+    constexpr int kWords = kVec / 2;
+    uint32_t w[kUnroll][kWords], e[kWords];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) memcpy(w[u], &v[u], sizeof(w[u]));
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) {
+      uint32_t t[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) t[u] = w[u][k];
+      e[k] = tree_fold(t, PackedMaxFold<In>{});
+    }
+    return r.add(acc, word_max<In>(tree_fold(e, PackedMaxFold<In>{})));
+  } else {
+    const auto reduce = [&r](V a, V b) { return r.reduce(a, b); };
+    V e[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      V t[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) t[u] = kWordWiden ? widen<V>(v[u], k) : static_cast<V>(v[u].v[k]);
+      e[k] = tree_fold(t, reduce);
+    }
+    return r.add(acc, tree_fold(e, reduce));
+  }
+}
+
 // ---- One thread's share of a contiguous or strided run ------------------------------------
 
 // This thread's partial over whole packs p = tid, tid + nthreads, ... < npacks of a 16-byte
@@ -252,33 +288,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_packs(const In* x, int6
   // length. A step a pack, as before, cost float32 row sums 1-2% over plain adds; a step a round
   // 0.1-0.5% (H200, us, a step a pack -> a round: 32768 x 2048 66.98 -> 65.28, 4096 x 32768
   // 123.33 -> 122.88; h200_study/session79.txt, section 2).
-  const auto add_round = [&](const P (&v)[kUnroll]) {
-    if constexpr (kPackedMax<R, In, kVec>) {  // the same tree, on words
-      constexpr int kWords = kVec / 2;
-      uint32_t w[kUnroll][kWords], e[kWords];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) memcpy(w[u], &v[u], sizeof(w[u]));
-#pragma unroll
-      for (int k = 0; k < kWords; ++k) {
-        uint32_t t[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) t[u] = w[u][k];
-        e[k] = tree_fold(t, PackedMaxFold<In>{});
-      }
-      acc = r.add(acc, word_max<In>(tree_fold(e, PackedMaxFold<In>{})));
-      return;
-    }
-    const auto reduce = [&r](V a, V b) { return r.reduce(a, b); };
-    V e[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      V t[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) t[u] = kWordWiden ? widen<V>(v[u], k) : static_cast<V>(v[u].v[k]);
-      e[k] = tree_fold(t, reduce);
-    }
-    acc = r.add(acc, tree_fold(e, reduce));
-  };
+  const auto add_round = [&](const P (&v)[kUnroll]) { acc = add_round_tree<kWordWiden>(acc, v, r); };
   const auto load_round = [&](int64_t p) {
     P v[kUnroll];
 #pragma unroll
@@ -925,10 +935,32 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
   }
 }
 
-// Split rows in one launch: item w = row * splits + seg reduces its segment into partial[w];
-// the block whose arrival completes a row's count folds that row's partials (in index order,
-// the same for every run) into out[row] and resets counters[row] to 0, so the counters are all
-// zero again when the kernel ends. counters must be zero when the kernel starts.
+// The end of split item w = row * splits + seg, its block's fold acc (every thread's): acc goes to
+// partial[w], and the block whose arrival completes the row's count folds the row's partials (in
+// index order, the same for every run) into out[row] and resets counters[row] to 0, so that the
+// counters are all zero again when the kernel ends. `last` is the block's shared flag.
+template <typename Out, typename R>
+__device__ __forceinline__ void arrive_and_fold_row(typename R::Acc acc, int64_t w, int64_t row, int64_t splits,
+                                                    typename R::Acc* partial, unsigned* counters, Out* out,
+                                                    bool& last, const R& r) {
+  if (threadIdx.x == 0) {
+    partial[w] = acc;
+    last = arrive_acq_rel(counters + row) == static_cast<unsigned>(splits - 1);
+  }
+  __syncthreads();
+  if (last) {
+    acc = fold_partials(partial + row * splits, splits, threadIdx.x, blockDim.x, r);
+    acc = block_all_reduce(acc, r);
+    if (threadIdx.x == 0) {
+      out[row] = static_cast<Out>(r.finish(acc));
+      counters[row] = 0u;
+    }
+  }
+  __syncthreads();  // `last` is rewritten by the next item
+}
+
+// Split rows in one launch: item w = row * splits + seg reduces its segment into partial[w]
+// (arrive_and_fold_row). counters must be zero when the kernel starts.
 template <typename In, typename Out, typename R, int kUnroll>
 __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a,
                                          typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters,
@@ -936,22 +968,99 @@ __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __rest
   __shared__ bool last;
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
-    typename R::Acc acc = block_reduce_item<kUnroll>(x, a, w, r);
-    const int64_t row = w / a.splits;
-    if (threadIdx.x == 0) {
-      partial[w] = acc;
-      last = arrive_acq_rel(counters + row) == static_cast<unsigned>(a.splits - 1);
+    const typename R::Acc acc = block_reduce_item<kUnroll>(x, a, w, r);
+    arrive_and_fold_row(acc, w, w / a.splits, a.splits, partial, counters, out, last, r);
+  }
+}
+
+// ---- Two groups of reduced dims, runs of them ------------------------------------------------
+
+// A reduction over two groups of reduced dims whose inner group is contiguous (dims 0 and 2 of
+// (N, C, L), (0, 2, 3) of NCHW), past the block-an-output kernel's size: output row = o * inner +
+// i folds runs q < runs of run_packs adjacent packs (kVec elements each) at x + o * outer_stride +
+// i * inner_stride + q * q_stride (strides in packs). A row's run_packs x runs packs, in index
+// order (the run's packs fastest), are cut into `splits` segments of `chunk` packs, work item w =
+// row * splits + segment.
+struct TwoGroupsRunsArgs {
+  int64_t rows, inner, outer_stride, inner_stride, q_stride;
+  int64_t row_packs, splits, chunk;
+  int run_packs;
+  int step_packs;     // the block's thread count, kThreads % run_packs: a thread's step within a run,
+  int64_t step_ptr;   // and its step in memory: (kThreads / run_packs) * q_stride + step_packs
+  int64_t wrap_ptr;   // a step that passes a run's end moves on by q_stride - run_packs more
+};
+
+// This thread's partial over packs tid, tid + kThreads, ... of [start, end) of a row whose runs
+// start at `row` (TwoGroupsRunsArgs): each pack's place found once, the next ones by steps (an add
+// and a compare a pack, no division), kUnroll packs in flight as one tree (add_round_tree); the
+// packs left after the whole rounds as one more round, those past the end the identity (one at a
+// time, each load waited for the fold of the one before: 2-7 trips to memory where one does).
+template <int kVec, int kUnroll, int kThreads, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, const TwoGroupsRunsArgs& a, int64_t start,
+                                                              int64_t end, const R& r) {
+  using P = Pack<In, kVec>;
+  const int64_t f = start + threadIdx.x;
+  int64_t left = f < end ? (end - f + kThreads - 1) / kThreads : 0;  // this thread's packs
+  const int64_t q = f / a.run_packs;
+  int j = static_cast<int>(f - q * a.run_packs);
+  const P* p = reinterpret_cast<const P*>(row) + q * a.q_stride + j;
+  const auto step = [&] {
+    p += a.step_ptr;
+    j += a.step_packs;
+    if (j >= a.run_packs) {
+      j -= a.run_packs;
+      p += a.wrap_ptr;
     }
-    __syncthreads();
-    if (last) {
-      acc = fold_partials(partial + row * a.splits, a.splits, threadIdx.x, blockDim.x, r);
-      acc = block_all_reduce(acc, r);
-      if (threadIdx.x == 0) {
-        out[row] = static_cast<Out>(r.finish(acc));
-        counters[row] = 0u;
-      }
+  };
+  typename R::Acc acc = R::identity();
+  for (; left >= kUnroll; left -= kUnroll) {
+    P v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      v[u] = *p;
+      step();
     }
-    __syncthreads();  // `last` is rewritten by the next item
+    acc = add_round_tree(acc, v, r);
+  }
+  if (left > 0) {
+    P none;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) none.v[k] = static_cast<In>(r.finish(R::identity()));
+    P v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      v[u] = none;
+      if (u < left) v[u] = *p;
+      step();
+    }
+    acc = add_round_tree(acc, v, r);
+  }
+  return acc;
+}
+
+// Runs of two reduced groups in one launch: a block of kThreads an item (TwoGroupsRunsArgs), its
+// segment's partial folded by arrive_and_fold_row where rows split (counters zero at the start,
+// as reduce_rows_split_kernel's), else written out. Against the binding's two stages, each
+// segment reads its output's runs as they lie, and no second launch waits on the first.
+// kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which).
+template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks>
+__global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
+    reduce_two_groups_runs_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a,
+                                  typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters, R r) {
+  __shared__ bool last;
+  const int64_t items = a.rows * a.splits;
+  for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
+    const int64_t row = a.splits == 1 ? w : w / a.splits, seg = w - row * a.splits;
+    const int64_t o = a.inner == 1 ? row : row / a.inner;
+    const In* base = x + (o * a.outer_stride + (row - o * a.inner) * a.inner_stride) * kVec;
+    const int64_t start = seg * a.chunk, end = a.row_packs - start < a.chunk ? a.row_packs : start + a.chunk;
+    const typename R::Acc acc =
+        block_all_reduce(thread_reduce_runs<kVec, kUnroll, kRowsBlockThreads>(base, a, start, end, r), r);
+    if (a.splits > 1) {
+      arrive_and_fold_row(acc, w, row, a.splits, partial, counters, out, last, r);
+    } else {
+      if (threadIdx.x == 0) out[row] = static_cast<Out>(r.finish(acc));
+    }
   }
 }
 
