@@ -1103,7 +1103,8 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // 16-bit elements that are not whole 16-byte packs (element by element, 2 bytes a load: 64 x 256 x
 // 14 x 14 bfloat16 sum 8.61 -> 9.79 us, events), and rows of less than one round of loads a thread
 // (a block then holds too few loads for the SM's 4 blocks: 64 x 1024 x 64 bfloat16, 512 packs a
-// row, 5.67 -> 8.03 us in a CUDA graph; h200_study/session90.txt, section 3). The runs by 16-byte
+// row, 5.67 -> 8.03 us in a CUDA graph; h200_study/session90.txt, section 3), and runs of 2^31
+// packs or more (the kernel keeps a pack's place in its run as an int). The runs by 16-byte
 // packs where every run and output starts on a 16-byte boundary and holds whole packs, 8 in flight
 // a thread (64 registers, 4 blocks an SM), else element by element, 8 in flight (float64 4; 32
 // registers, 8 blocks); rows split as launch_rows splits few long rows (split_rows, segments of at
@@ -1125,7 +1126,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
                       g.inner_stride % kVec == 0;
   const int vec = packed ? kVec : 1;
   const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
-  if ((!packed && sizeof(In) < 4) || g.qs * g.ms / vec < round) return false;
+  if ((!packed && sizeof(In) < 4) || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;
   TwoGroupsRunsArgs a{};
   a.rows = g.outer * g.inner;
   a.inner = g.inner;
