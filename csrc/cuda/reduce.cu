@@ -493,6 +493,9 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
                                                               static_cast<int>(a.splits), partials, counters, r);
   } else {
     a.aligned = segments_aligned(x, a);
+    // 4 packs in flight a thread, 8 blocks an SM: 8 packs and 4 blocks (the runs kernel's choice)
+    // measured even here, its sums as fast as its amaxes already (H200, events, us: 2^28 float32
+    // sum 237.50 -> 236.94, 2^30 930.08 -> 927.90, bfloat16 2^24 14.40 -> 15.01; session90.txt, 6).
     reduce_rows_split_kernel<In, Out, R, 4><<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(
         x, out, a, partials, counters, r);
   }
