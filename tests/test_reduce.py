@@ -267,8 +267,8 @@ def test_two_group_reductions_by_the_block_an_output_up_to_2_20_elements(shape, 
 # Past the block an output (over 2^20 elements or 8192 values an output), dims that make two
 # groups whose inner one is contiguous runs of 128 bytes or more: reduce_two_groups_runs_kernel,
 # one launch (shape, layout as laid_out, dims, whether every run starts on a 16-byte boundary).
-# Its loads are 16-byte packs where the runs hold whole packs, else elements, but for 16-bit
-# elements, which the stages read faster (launch_two_groups_runs). The rows split over blocks
+# Its loads are the widest packs (16, 8 or 4 bytes) the runs hold whole, else elements, but not
+# 2-byte ones, which the stages read faster (launch_two_groups_runs). The rows split over blocks
 # where they are few and long: (64, 5, 4096) into 16-64 segments, folded by the last block of each.
 RUNS_CASES = [
     ((64, 5, 4096), "contiguous", (0, 2), True),     # few long rows: split, last-block folds
@@ -276,18 +276,20 @@ RUNS_CASES = [
     ((30, 20, 4, 512), "contiguous", (0, 2, 3), True),  # batch norm's dims
     ((3, 40, 5, 2048), "contiguous", (1, 3), True),  # two kept dims (outer 3, inner 5)
     ((40, 6, 4097), ("cut", 1), (0, 2), False),      # x[..., 1:]: runs off the 16-byte boundary
-    ((2049, 3, 132), "contiguous", (0, 2), True),    # 132 elements: whole packs but for 16-bit
+    ((2049, 3, 132), "contiguous", (0, 2), True),    # 132 elements: 8-byte packs for 16-bit
+    ((300, 7, 98), "contiguous", (0, 2), True),      # 98: 4-byte packs for 16-bit, 8-byte for float32
 ]
 
 
 def runs_kernel_loads(x, packed):
-    """How the runs kernel loads x's runs (its kVec: 16 bytes' worth or 1), or None: staged."""
-    vec = 16 // x.element_size()
+    """How the runs kernel loads x's runs (its kVec: the elements of its widest whole pack), or
+    None: staged."""
     if x.shape[-1] * x.element_size() < 128:
         return None
-    if packed and x.shape[-1] % vec == 0:
-        return vec
-    return 1 if x.element_size() >= 4 else None
+    vec = 16 // x.element_size() if packed else 1
+    while vec > 1 and x.shape[-1] % vec:
+        vec //= 2
+    return vec if vec * x.element_size() >= 4 else None
 
 
 def runs_input(shape, layout, dtype):
@@ -305,7 +307,7 @@ def test_two_group_runs_in_one_launch(monkeypatch, dtype, shape, layout, dim, pa
     if chunk is not None:
         monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
     x = runs_input(shape, layout, dtype)
-    if runs_kernel_loads(x, packed) is None:  # staged: 16-bit runs of 49, or not whole packs
+    if runs_kernel_loads(x, packed) is None:  # staged: 16-bit runs of 49, or of odd length
         names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, dim))]
         assert len(names) >= 2 and not any("two_groups" in n for n in names), names
         check_sum(x, dim)
@@ -326,8 +328,8 @@ def test_two_group_runs_in_one_launch(monkeypatch, dtype, shape, layout, dim, pa
 
 @requires_cuda
 def test_two_group_runs_pack_where_aligned():
-    # The runs kernel loads 16-byte packs where every run and output starts on a 16-byte boundary
-    # and holds whole packs (the kernel's kVec template argument), else element by element.
+    # The runs kernel loads the widest packs (16, 8 or 4 bytes: the kernel's kVec template
+    # argument) every run and output starts on and holds whole, else element by element.
     for shape, layout, dim, packed in RUNS_CASES:
         for dtype in DTYPES:
             x = runs_input(shape, layout, dtype)

@@ -1103,13 +1103,14 @@ void launch_two_groups(const at::Tensor& xt, const TwoGroupsGeometry& g, const a
 constexpr int64_t kTwoGroupsMinRunBytes = 128;
 
 // reduce_two_groups_runs_kernel, or false (launching nothing) where the stages read faster: runs of
-// 16-bit elements that are not whole 16-byte packs (element by element, 2 bytes a load: 64 x 256 x
-// 14 x 14 bfloat16 sum 8.61 -> 9.79 us, events), and rows of less than one round of loads a thread
-// (a block then holds too few loads for the SM's 4 blocks: 64 x 1024 x 64 bfloat16, 512 packs a
-// row, 5.67 -> 8.03 us in a CUDA graph; h200_study/session90.txt, section 3), and runs of 2^31
-// packs or more (the kernel keeps a pack's place in its run as an int). The runs by 16-byte
-// packs where every run and output starts on a 16-byte boundary and holds whole packs, 8 in flight
-// a thread (64 registers, 4 blocks an SM), else element by element, 8 in flight (float64 4; 32
+// 16-bit elements that hold no whole 4-byte pack (odd lengths or starts: element by element, 2 bytes
+// a load; 64 x 256 x 14 x 14 bfloat16 sum, before the narrow packs below, 8.61 -> 9.79 us, events),
+// rows of less than one round of loads a thread (a block then holds too few loads for the SM's 4
+// blocks: 64 x 1024 x 64 bfloat16, 512 packs a row, 5.67 -> 8.03 us in a CUDA graph;
+// h200_study/session90.txt, section 3), and runs of 2^31 packs or more (the kernel keeps a pack's
+// place in its run as an int). The runs by the widest packs (16, 8 or 4 bytes) every run and output
+// starts on and holds whole, 8 in flight a thread (64 registers and 4 blocks an SM for 16- and
+// 8-byte packs, 32 and 8 for 4-byte ones), else element by element, 8 in flight (float64 4; 32
 // registers, 8 blocks); rows split as launch_rows splits few long rows (split_rows, segments of at
 // least one round of loads and 16 KB, at most about kReduceSplitBlocks of them in all). H200,
 // events, us, packs 4 -> 8 in flight (session90.txt, section 2): float32 sums over (0, 2) of 16 x
@@ -1118,6 +1119,11 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // after each round of loads is in the time a warp waits for the next round: with 4 packs it cost
 // float32 sums up to 9% against amaxes, with 8 it does not (plain adds, REDUCE_OPS_SUM=plain,
 // gained as much). 16 elements in flight lost (256 x 512 x 7 x 7 float32 sum 12.58 -> 21.97).
+// Narrow packs where 16-byte ones do not fit, against the stages (16-bit) or elements (float32)
+// (section 7): bfloat16 sums over (0, 2, 3) of 64 x 256 x 14 x 14 8.86 -> 7.52 (torch.compile 8.35),
+// 256 x 512 x 14 x 14 20.61 -> 18.72 (19.55), over (0, 2) of 128 x 256 x 98 9.06 -> 8.22; float32
+// 128 x 256 x 98 11.14 -> 10.24, 1024 x 64 x 50 10.82 -> 9.86; amaxes alike but 256 x 1024 x 98
+// (1.4% slower in both dtypes).
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
@@ -1125,11 +1131,21 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   constexpr int kVec = kMaxVec<In>;
   constexpr int kScalars = sizeof(In) == 8 ? 4 : 8;  // float64: 8 spilled at 32 registers
   const In* x = xt.const_data_ptr<In>();
-  const bool packed = is_aligned(x, 16) && g.ms % kVec == 0 && g.q_stride % kVec == 0 && g.outer_stride % kVec == 0 &&
-                      g.inner_stride % kVec == 0;
-  const int vec = packed ? kVec : 1;
+  // The widest pack (kVec, kVec / 2, ... elements) every run and output starts on and holds whole.
+  const auto fits = [&](int v) {
+    return is_aligned(x, v * static_cast<int>(sizeof(In))) && g.ms % v == 0 && g.q_stride % v == 0 &&
+           g.outer_stride % v == 0 && g.inner_stride % v == 0;
+  };
+  int vec = 1;
+  for (int v = kVec; v > 1; v /= 2) {
+    if (fits(v)) {
+      vec = v;
+      break;
+    }
+  }
+  const bool packed = vec > 1;
   const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
-  if ((!packed && sizeof(In) < 4) || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;
+  if (vec * sizeof(In) < 4 || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;
   TwoGroupsRunsArgs a{};
   a.rows = g.outer * g.inner;
   a.inner = g.inner;
@@ -1159,8 +1175,14 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     partials = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
-  const auto kernel = packed ? reduce_two_groups_runs_kernel<In, Out, R, kVec, 8, 4>
-                             : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8>;
+  auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8>;
+  if (vec == kVec) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec, 8, 4>;
+  if constexpr (kVec / 2 > 1) {
+    if (vec == kVec / 2) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 2, 8, 4>;
+  }
+  if constexpr (kVec / 4 > 1) {
+    if (vec == kVec / 4) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 4, 8, 8>;
+  }
   kernel<<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials,
                                                                          counters, r);
   return true;
