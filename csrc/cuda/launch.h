@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -143,6 +144,14 @@ inline int64_t sm_count() { return props().multiProcessorCount; }
 
 // The most blocks a grid's x dimension takes (2^31 - 1).
 constexpr int64_t kMaxGridBlocks = 2147483647;
+
+// The widest pack, in bytes (a power of two, at most 16), that divides every one of `quantities`
+// (addresses, lengths and strides in bytes; 0 divides by anything): the lowest bit set in any.
+inline int64_t widest_pack_bytes(std::initializer_list<uint64_t> quantities) {
+  uint64_t bits = 16;
+  for (const uint64_t q : quantities) bits |= q;
+  return static_cast<int64_t>(bits & (~bits + 1));
+}
 
 // Grid for `items` independent block-sized work items: one block each, at most four waves of
 // resident blocks (kernels loop over the rest).

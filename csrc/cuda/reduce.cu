@@ -252,9 +252,9 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // The widest pack that divides the row's bytes, its start and its stride (none for one row), at
   // most 16 bytes: under 16, the width of the narrow packs that rows not whole 16-byte packs take
   // (launch_narrow_rows, below), or would take where they are staged.
-  const uint64_t bits = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(x) |
-                        (a.rows == 1 ? 0 : static_cast<uint64_t>(a.outer_stride) * sizeof(In)) | 16;
-  const int64_t narrow_bytes = static_cast<int64_t>(bits & (~bits + 1));
+  const int64_t narrow_bytes =
+      widest_pack_bytes({static_cast<uint64_t>(row_bytes), reinterpret_cast<uintptr_t>(x),
+                         a.rows == 1 ? 0 : static_cast<uint64_t>(a.outer_stride) * sizeof(In)});
   // Where staging starts, by the width of the narrow packs these rows would take instead (2, 4 or 8
   // bytes here). 2 or 4 bytes: from 32 KB of rows up to 64 bytes, and at any size past 64 bytes,
   // where the alternative is the group kernel's unaligned path, not the narrow packs. H200, sums
@@ -1132,17 +1132,10 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   constexpr int kScalars = sizeof(In) == 8 ? 4 : 8;  // float64: 8 spilled at 32 registers
   const In* x = xt.const_data_ptr<In>();
   // The widest pack (kVec, kVec / 2, ... elements) every run and output starts on and holds whole.
-  const auto fits = [&](int v) {
-    return is_aligned(x, v * static_cast<int>(sizeof(In))) && g.ms % v == 0 && g.q_stride % v == 0 &&
-           g.outer_stride % v == 0 && g.inner_stride % v == 0;
-  };
-  int vec = 1;
-  for (int v = kVec; v > 1; v /= 2) {
-    if (fits(v)) {
-      vec = v;
-      break;
-    }
-  }
+  constexpr uint64_t kBytes = sizeof(In);
+  const int vec = static_cast<int>(std::max<int64_t>(
+      1, widest_pack_bytes({reinterpret_cast<uintptr_t>(x), g.ms * kBytes, g.q_stride * kBytes,
+                            g.outer_stride * kBytes, g.inner_stride * kBytes}) / static_cast<int64_t>(kBytes)));
   const bool packed = vec > 1;
   const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
   if (vec * sizeof(In) < 4 || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;

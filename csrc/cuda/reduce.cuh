@@ -186,12 +186,12 @@ __device__ __forceinline__ typename R::Value pack_value(const Pack<In, kVec>& p,
   }
 }
 
-// A pack of kMaxVec<In> elements each R's identity (0 for sums, -inf for max).
-template <typename In, typename R>
-__device__ __forceinline__ Pack<In, kMaxVec<In>> identity_pack(const R& r) {
-  Pack<In, kMaxVec<In>> p;
+// A pack of kVec elements (16 bytes' worth unless told) each R's identity (0 for sums, -inf for max).
+template <typename In, int kVec = kMaxVec<In>, typename R>
+__device__ __forceinline__ Pack<In, kVec> identity_pack(const R& r) {
+  Pack<In, kVec> p;
 #pragma unroll
-  for (int k = 0; k < kMaxVec<In>; ++k) p.v[k] = static_cast<In>(r.finish(R::identity()));
+  for (int k = 0; k < kVec; ++k) p.v[k] = static_cast<In>(r.finish(R::identity()));
   return p;
 }
 
@@ -1023,9 +1023,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, con
     acc = add_round_tree(acc, v, r);
   }
   if (left > 0) {
-    P none;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) none.v[k] = static_cast<In>(r.finish(R::identity()));
+    const P none = identity_pack<In, kVec>(r);
     P v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
