@@ -4,6 +4,8 @@
 // kernels (row_norm.cuh, softmax_backward.cuh) fold this way; the helpers here are theirs.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include "cuda/launch.h"
 #include "cuda/primitives.cuh"
 
@@ -238,6 +240,16 @@ inline void set_fold_groups(ColsArgs& a, int by) {
 // starts (each fold resets its own). graph_owned keeps a captured graph's own buffer alive
 // where the module's pool runs out.
 unsigned* zeroed_counters(int64_t n, const at::Tensor& like, cudaStream_t stream, at::Tensor& graph_owned);
+
+// Room for the n partials (values of T, uninitialized) of a split launch, on the device of
+// `options`: bytes from the caching allocator that `holder` owns. It must live until the launch is
+// enqueued; freed after, the bytes go back to the current stream's pool, whose later work runs
+// after the launch (the reduce and softmax launchers' split scratch, once written out 5 times).
+template <typename T>
+T* partials_scratch(int64_t n, const at::TensorOptions& options, at::Tensor& holder) {
+  holder = at::empty({n * static_cast<int64_t>(sizeof(T))}, options.dtype(at::kByte));
+  return reinterpret_cast<T*>(holder.mutable_data_ptr());
+}
 
 }  // namespace cuda
 }  // namespace reduce_ops

@@ -482,10 +482,8 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
                          a.cols % kVec == 0 && a.outer_stride % kVec == 0 && a.chunk / kVec <= 8 * kRowsBlockThreads;
   const bool wide = one_round && a.rows * ceil_div(packs, 8 * kRowsBlockThreads) >= 128;
   if (one_round) a.splits = ceil_div(packs, (wide ? 8 : 4) * kRowsBlockThreads);
-  const at::Tensor partial =
-      at::empty({a.rows * a.splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-  Acc* partials = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
-  at::Tensor graph_owned;
+  at::Tensor partial, graph_owned;
+  Acc* partials = partials_scratch<Acc>(a.rows * a.splits, xt.options(), partial);
   unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   if (one_round) {
     const auto kernel = wide ? reduce_split_few_kernel<In, Out, R, 8> : reduce_split_few_kernel<In, Out, R, 4>;
@@ -586,8 +584,7 @@ void launch_cols_plan(Kernel kernel, const at::Tensor& xt, const at::Tensor& out
                     a.splits >= env_positive("REDUCE_OPS_COLS_FOLD_LAUNCH", kFoldLaunchMinSplits);
     const ColsFold fold = cols_fold(a);
     const int64_t partial_rows = a.fold_launch ? a.splits : fold.partial_rows;
-    partial = at::empty({partial_rows * columns * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+    scratch.partial = partials_scratch<Acc>(partial_rows * columns, xt.options(), partial);
     if (!a.fold_launch) scratch.counters = zeroed_counters(fold.counters, xt, stream, graph_owned);
   }
   const size_t smem = static_cast<size_t>(l.bx) * l.by * vec * sizeof(Acc);
@@ -969,8 +966,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   at::Tensor partial;
   ColsScratch<Acc> scratch{nullptr, nullptr};
   if (a.splits > 1) {
-    partial = at::empty({a.splits * width * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-    scratch.partial = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+    scratch.partial = partials_scratch<Acc>(a.splits * width, xt.options(), partial);
   }
   Out* out = out_t.mutable_data_ptr<Out>();
   kernel<<<grid_for(a.splits * a.outer), dim3(l.bx, l.by), smem, stream>>>(xt.const_data_ptr<In>(), out, a, scratch, r);
@@ -1164,8 +1160,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   Acc* partials = nullptr;
   unsigned* counters = nullptr;
   if (a.splits > 1) {
-    partial = at::empty({a.rows * a.splits * static_cast<int64_t>(sizeof(Acc))}, xt.options().dtype(at::kByte));
-    partials = reinterpret_cast<Acc*>(partial.mutable_data_ptr());
+    partials = partials_scratch<Acc>(a.rows * a.splits, xt.options(), partial);
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8>;

@@ -1064,8 +1064,8 @@ void launch_split(const In* x, Out* y, const RowGeometry& g, const Policy& polic
                   const at::TensorOptions& opts) {
   const RowSplit plan = split_rows(g.rows, g.cols);
   const SplitArgs s{plan.splits, plan.chunk};
-  at::Tensor partial = at::empty({g.rows * s.splits * static_cast<int64_t>(sizeof(RowPartial<Acc>))}, opts.dtype(at::kByte));
-  auto* pp = reinterpret_cast<RowPartial<Acc>*>(partial.mutable_data_ptr());
+  at::Tensor partial;
+  auto* pp = partials_scratch<RowPartial<Acc>>(g.rows * s.splits, opts, partial);
   const int64_t grid = grid_for(g.rows * s.splits);
   if constexpr (sizeof(In) == 4) {
     row_norm_partial_kernel_4_blocks<In, Acc, Policy, kVec><<<grid, kSplitThreads, 0, stream>>>(x, pp, g, s);
