@@ -241,10 +241,10 @@ inline void set_fold_groups(ColsArgs& a, int by) {
 // where the module's pool runs out.
 unsigned* zeroed_counters(int64_t n, const at::Tensor& like, cudaStream_t stream, at::Tensor& graph_owned);
 
-// Room for the n partials (values of T, uninitialized) of a split launch, on the device of
-// `options`: bytes from the caching allocator that `holder` owns. It must live until the launch is
-// enqueued; freed after, the bytes go back to the current stream's pool, whose later work runs
-// after the launch (the reduce and softmax launchers' split scratch, once written out 5 times).
+// Room for the n partials (values of T, uninitialized) of a split launch (reduce.cu's and
+// softmax_launch.h's), on the device of `options`: bytes from the caching allocator that `holder`
+// owns. It must live until the launch is enqueued; freed after, the bytes go back to the pool of
+// the stream they came from, whose later work runs after the launch.
 template <typename T>
 T* partials_scratch(int64_t n, const at::TensorOptions& options, at::Tensor& holder) {
   holder = at::empty({n * static_cast<int64_t>(sizeof(T))}, options.dtype(at::kByte));

@@ -1813,8 +1813,8 @@ void launch_backward_rows(const T* grad, const T* out, T* gx, const BackwardRows
   auto split = [&] {
     const RowSplit plan = split_rows(r.rows, r.cols);
     const SplitArgs s{plan.splits, plan.chunk};
-    at::Tensor partial = at::empty({r.rows * s.splits}, opts.dtype(c10::CppTypeToScalarType<Acc>::value));
-    Acc* pp = partial.mutable_data_ptr<Acc>();
+    at::Tensor partial;
+    Acc* pp = partials_scratch<Acc>(r.rows * s.splits, opts, partial);
     const int64_t grid = grid_for(r.rows * s.splits);
     auto run = [&](auto peeled) {
       constexpr bool kPeeled = decltype(peeled)::value;
