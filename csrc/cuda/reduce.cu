@@ -70,6 +70,14 @@ constexpr int64_t kColsStreamBlocksPerSM = 4;
 // 128 blocks lost (2^20 float32 in 64 blocks: 8.4 -> 9.3 us).
 constexpr int64_t kMinReduceChunkBytes = 16384;
 constexpr int64_t kReduceSplitBlocks = 512;
+
+// The shortest segment, in elements of In, of split rows of `bytes` in all (the rows kernels' and
+// the runs kernel's): REDUCE_OPS_REDUCE_CHUNK, else by the bounds above.
+template <typename In>
+int64_t min_split_chunk(int64_t bytes) {
+  return env_positive("REDUCE_OPS_REDUCE_CHUNK",
+                      std::max(kMinReduceChunkBytes, bytes / kReduceSplitBlocks) / static_cast<int64_t>(sizeof(In)));
+}
 }  // namespace
 
 // Counters captured CUDA graphs use: module memory, zero when the module loads, so that the graph
@@ -449,10 +457,7 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   const bool few_rows = a.rows < sm_count() * kBlocksPerSM;
   // Only where a split can follow: the knob's getenv is ~0.1 us of a launch.
   const int64_t bytes = a.rows * a.cols * static_cast<int64_t>(sizeof(In));
-  const int64_t min_chunk =
-      few_rows ? env_positive("REDUCE_OPS_REDUCE_CHUNK",
-                              std::max(kMinReduceChunkBytes, bytes / kReduceSplitBlocks) / sizeof(In))
-               : 0;
+  const int64_t min_chunk = few_rows ? min_split_chunk<In>(bytes) : 0;
   if (few_rows && a.cols >= 2 * min_chunk) {
     const RowSplit plan = split_rows(a.rows, a.cols, min_chunk);
     a.splits = plan.splits;
@@ -1147,8 +1152,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   a.step_ptr = (kRowsBlockThreads / a.run_packs) * a.q_stride + a.step_packs;
   a.wrap_ptr = a.q_stride - a.run_packs;
   const int64_t bytes = a.rows * g.qs * g.ms * static_cast<int64_t>(sizeof(In));
-  const int64_t min_chunk = std::max(
-      round, env_positive("REDUCE_OPS_REDUCE_CHUNK", std::max(kMinReduceChunkBytes, bytes / kReduceSplitBlocks) / sizeof(In)) / vec);
+  const int64_t min_chunk = std::max(round, min_split_chunk<In>(bytes) / vec);
   a.splits = 1;
   a.chunk = a.row_packs;
   if (a.rows <= kMaxCounters && a.row_packs >= 2 * min_chunk) {
