@@ -339,8 +339,36 @@ def test_two_group_runs_pack_where_aligned():
             reduce_ops.sum(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
             names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, dim))]
             assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
-            # template arguments ..., kVec, kUnroll, kMinBlocks>
-            assert re.search(r", (\d+), \d+, \d+>\(", names[0]).group(1) == str(vec), (shape, dtype, names)
+            # template arguments ..., kVec, kUnroll, kMinBlocks, kAdjacent>
+            assert re.search(r", (\d+), \d+, \d+, \d+>\(", names[0]).group(1) == str(vec), (shape, dtype, names)
+
+
+@requires_cuda
+@pytest.mark.parametrize("knob", [None, "0", "1"], ids=["auto", "off", "on"])
+@pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
+@pytest.mark.parametrize("shape,layout", [((300, 7, 49), "contiguous"), ((40, 6, 4097), ("cut", 1)),
+                                          ((9, 33, 2, 37), "contiguous")], ids=str)
+def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, chunk, knob):
+    # Float32 runs read element by element: sums load 4 adjacent elements a thread (the kernel's
+    # last template argument, kAdjacent), groups crossing into the next run (49, 4096 and 37 are
+    # not multiples of 4), amaxes one; REDUCE_OPS_RUNS_ADJACENT=0 turns it off, 1 gives it to
+    # amaxes too. Split rows (chunk64) start segments anywhere in a run.
+    if chunk is not None:
+        monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
+    if knob is not None:
+        monkeypatch.setenv("REDUCE_OPS_RUNS_ADJACENT", knob)
+    x = runs_input(shape, layout, torch.float32)
+    dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
+    for fn, adjacent in ((reduce_ops.sum, knob != "0"), (reduce_ops.amax, knob == "1")):
+        fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
+        names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
+        assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
+        assert re.search(r", (\d+), \d+, \d+, (\d+)>\(", names[0]).groups() == ("1", "4" if adjacent else "1"), names
+    check_sum(x, dim)
+    check_amax(x, dim)
+    first = reduce_ops.sum(x, dim)
+    for _ in range(3):
+        assert_same_bits(reduce_ops.sum(x, dim), first)
 
 
 # ---- dtype= --------------------------------------------------------------------------------

@@ -1124,7 +1124,14 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // (section 7): bfloat16 sums over (0, 2, 3) of 64 x 256 x 14 x 14 8.86 -> 7.52 (torch.compile 8.35),
 // 256 x 512 x 14 x 14 20.61 -> 18.72 (19.55), over (0, 2) of 128 x 256 x 98 9.06 -> 8.22; float32
 // 128 x 256 x 98 11.14 -> 10.24, 1024 x 64 x 50 10.82 -> 9.86; amaxes alike but 256 x 1024 x 98
-// (1.4% slower in both dtypes).
+// (1.4% slower in both dtypes). Float32 sums by elements load 4 adjacent a thread, 2 such groups
+// in flight (thread_reduce_runs_adjacent; REDUCE_OPS_RUNS_ADJACENT=0 off, 1 for amaxes too). H200,
+// us, strided -> adjacent (torch.compile), two runs alike (session92.txt, sections 2-3): events,
+// over (0, 2, 3) 256 x 512 x 7 x 7 12.99 -> 12.46 (12.42), 512 x 512 x 7 x 7 19.07 -> 18.75
+// (18.37), over (0, 2) 256 x 1024 x 49 20.10 -> 19.33 (20.22), 1024 x 64 x 49 10.56 -> 10.21
+// (9.60); CUDA graphs 128 x 512 x 7 x 7 7.03 -> 6.78 (5.37), 128 x 256 x 7 x 7 5.49 -> 5.37 (3.81);
+// lost on 64 x 512 x 7 x 7 (7.62 -> 8.10) and 64 x 256 x 15 x 15 (11.36 -> 11.58). Amaxes lost
+// (graphs, 128 x 256 x 7 x 7 5.35 -> 5.77), as did 2 adjacent x 4 and the tail by strided loads.
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
@@ -1167,13 +1174,21 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     partials = partials_scratch<Acc>(a.rows * a.splits, xt.options(), partial);
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
-  auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8>;
-  if (vec == kVec) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec, 8, 4>;
+  auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
+  if constexpr (sizeof(In) == 4) {  // float32 sums by elements: 4 adjacent a thread (above)
+    constexpr bool kSum = !std::is_same_v<R, PlainReducer<MaxOp<typename R::Value>>>;
+    if (vec == 1 && a.run_packs >= 4 && env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", kSum ? 1 : 0) != 0) {
+      kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
+      a.step_packs = (kRowsBlockThreads * 4) % a.run_packs;
+      a.step_ptr = ((kRowsBlockThreads * 4) / a.run_packs) * a.q_stride + a.step_packs;
+    }
+  }
+  if (vec == kVec) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec, 8, 4, 1>;
   if constexpr (kVec / 2 > 1) {
-    if (vec == kVec / 2) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 2, 8, 4>;
+    if (vec == kVec / 2) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 2, 8, 4, 1>;
   }
   if constexpr (kVec / 4 > 1) {
-    if (vec == kVec / 4) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 4, 8, 8>;
+    if (vec == kVec / 4) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 4, 8, 8, 1>;
   }
   kernel<<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials,
                                                                          counters, r);

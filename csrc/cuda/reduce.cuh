@@ -985,8 +985,8 @@ struct TwoGroupsRunsArgs {
   int64_t rows, inner, outer_stride, inner_stride, q_stride;
   int64_t row_packs, splits, chunk;
   int run_packs;
-  int step_packs;     // the block's thread count, kThreads % run_packs: a thread's step within a run,
-  int64_t step_ptr;   // and its step in memory: (kThreads / run_packs) * q_stride + step_packs
+  int step_packs;     // a thread's stride S (kThreads, or kThreads * kAdjacent) % run_packs: its step
+  int64_t step_ptr;   // within a run, and in memory: (S / run_packs) * q_stride + step_packs
   int64_t wrap_ptr;   // a step that passes a run's end moves on by q_stride - run_packs more
 };
 
@@ -1036,12 +1036,64 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, con
   return acc;
 }
 
+// thread_reduce_runs for runs read element by element, kAdj elements adjacent a thread as
+// torch.compile's reductions load them: thread t the elements f .. f + kAdj - 1, f = start + kAdj *
+// t, then f + kThreads * kAdj (a.step_packs / step_ptr step by kThreads * kAdj), kGroups such groups
+// in flight as one tree. An element past its run's end lies at + wrap_ptr (runs hold at least kAdj
+// elements, so it is in the next run). The elements left after the whole rounds come as one more
+// round, those at or past `end` the identity.
+template <int kAdj, int kGroups, int kThreads, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In* row, const TwoGroupsRunsArgs& a,
+                                                                       int64_t start, int64_t end, const R& r) {
+  using V = typename R::Value;
+  constexpr int64_t kStride = static_cast<int64_t>(kThreads) * kAdj;
+  int64_t f = start + threadIdx.x * kAdj;  // this thread's next group's first element
+  const int64_t q = f / a.run_packs;
+  int j = static_cast<int>(f - q * a.run_packs);
+  const In* p = row + q * a.q_stride + j;
+  const auto step = [&] {
+    f += kStride;
+    p += a.step_ptr;
+    j += a.step_packs;
+    if (j >= a.run_packs) {
+      j -= a.run_packs;
+      p += a.wrap_ptr;
+    }
+  };
+  const auto at = [&](int k) { return j + k < a.run_packs ? p + k : p + k + a.wrap_ptr; };
+  const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
+  typename R::Acc acc = R::identity();
+  for (; f + (kGroups - 1) * kStride + kAdj <= end;) {  // whole rounds
+    V v[kGroups * kAdj];
+#pragma unroll
+    for (int u = 0; u < kGroups; ++u) {
+#pragma unroll
+      for (int k = 0; k < kAdj; ++k) v[u * kAdj + k] = static_cast<V>(*at(k));
+      step();
+    }
+    acc = r.add(acc, tree_fold(v, reduce));
+  }
+  if (f < end) {
+    const V none = r.finish(R::identity());
+    V v[kGroups * kAdj];
+#pragma unroll
+    for (int u = 0; u < kGroups; ++u) {
+#pragma unroll
+      for (int k = 0; k < kAdj; ++k) v[u * kAdj + k] = f + k < end ? static_cast<V>(*at(k)) : none;
+      step();
+    }
+    acc = r.add(acc, tree_fold(v, reduce));
+  }
+  return acc;
+}
+
 // Runs of two reduced groups in one launch: a block of kThreads an item (TwoGroupsRunsArgs), its
 // segment's partial folded by arrive_and_fold_row where rows split (counters zero at the start,
 // as reduce_rows_split_kernel's), else written out. Against the binding's two stages, each
 // segment reads its output's runs as they lie, and no second launch waits on the first.
-// kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which).
-template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks>
+// kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which);
+// kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1).
+template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent>
 __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
     reduce_two_groups_runs_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a,
                                   typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters, R r) {
@@ -1052,8 +1104,13 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
     const int64_t o = a.inner == 1 ? row : row / a.inner;
     const In* base = x + (o * a.outer_stride + (row - o * a.inner) * a.inner_stride) * kVec;
     const int64_t start = seg * a.chunk, end = a.row_packs - start < a.chunk ? a.row_packs : start + a.chunk;
-    const typename R::Acc acc =
-        block_all_reduce(thread_reduce_runs<kVec, kUnroll, kRowsBlockThreads>(base, a, start, end, r), r);
+    typename R::Acc part;
+    if constexpr (kAdjacent > 1) {
+      part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kRowsBlockThreads>(base, a, start, end, r);
+    } else {
+      part = thread_reduce_runs<kVec, kUnroll, kRowsBlockThreads>(base, a, start, end, r);
+    }
+    const typename R::Acc acc = block_all_reduce(part, r);
     if (a.splits > 1) {
       arrive_and_fold_row(acc, w, row, a.splits, partial, counters, out, last, r);
     } else {
