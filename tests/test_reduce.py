@@ -344,26 +344,32 @@ def test_two_group_runs_pack_where_aligned():
 
 
 @requires_cuda
-@pytest.mark.parametrize("knob", [None, "0", "1"], ids=["auto", "off", "on"])
+@pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "off"])
 @pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
-@pytest.mark.parametrize("shape,layout", [((300, 7, 49), "contiguous"), ((40, 6, 4097), ("cut", 1)),
-                                          ((9, 33, 2, 37), "contiguous")], ids=str)
-def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, chunk, knob):
-    # Float32 runs read element by element: sums load 4 adjacent elements a thread (the kernel's
-    # last template argument, kAdjacent), groups crossing into the next run (49, 4096 and 37 are
-    # not multiples of 4), amaxes one; REDUCE_OPS_RUNS_ADJACENT=0 turns it off, 1 gives it to
-    # amaxes too. Split rows (chunk64) start segments anywhere in a run.
+@pytest.mark.parametrize("shape,layout,few", [((300, 7, 49), "contiguous", True), ((40, 6, 4097), ("cut", 1), None),
+                                              ((9, 33, 2, 37), "contiguous", True),
+                                              ((60, 600, 37), "contiguous", False)], ids=str)
+def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk, knob):
+    # Float32 runs read element by element: 4 adjacent elements a thread (the kernel's last template
+    # argument, kAdjacent), groups crossing into the next run (49, 4096 and 37 are not multiples of
+    # 4); REDUCE_OPS_RUNS_ADJACENT=0 turns it off. Items that fit the SMs 4 at a time take the
+    # kernel bounded to 4 blocks an SM (kMinBlocks 4), more (600 outputs of 2220 values, unsplit)
+    # the one bounded to 8. Split rows (chunk64) start segments anywhere in a run.
     if chunk is not None:
         monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
     if knob is not None:
         monkeypatch.setenv("REDUCE_OPS_RUNS_ADJACENT", knob)
     x = runs_input(shape, layout, torch.float32)
     dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
-    for fn, adjacent in ((reduce_ops.sum, knob != "0"), (reduce_ops.amax, knob == "1")):
+    few_enough = 600 <= 4 * torch.cuda.get_device_properties(x.device).multi_processor_count
+    for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
         names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
         assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
-        assert re.search(r", (\d+), \d+, \d+, (\d+)>\(", names[0]).groups() == ("1", "4" if adjacent else "1"), names
+        vec, min_blocks, adjacent = re.search(r", (\d+), \d+, (\d+), (\d+)>\(", names[0]).groups()
+        assert (vec, adjacent) == ("1", "1" if knob == "0" else "4"), names
+        if knob != "0" and few is not None:
+            assert min_blocks == ("4" if few or few_enough else "8"), names
     check_sum(x, dim)
     check_amax(x, dim)
     first = reduce_ops.sum(x, dim)

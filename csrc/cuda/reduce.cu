@@ -1124,14 +1124,16 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // (section 7): bfloat16 sums over (0, 2, 3) of 64 x 256 x 14 x 14 8.86 -> 7.52 (torch.compile 8.35),
 // 256 x 512 x 14 x 14 20.61 -> 18.72 (19.55), over (0, 2) of 128 x 256 x 98 9.06 -> 8.22; float32
 // 128 x 256 x 98 11.14 -> 10.24, 1024 x 64 x 50 10.82 -> 9.86; amaxes alike but 256 x 1024 x 98
-// (1.4% slower in both dtypes). Float32 sums by elements load 4 adjacent a thread, 2 such groups
-// in flight (thread_reduce_runs_adjacent; REDUCE_OPS_RUNS_ADJACENT=0 off, 1 for amaxes too). H200,
-// us, strided -> adjacent (torch.compile), two runs alike (session92.txt, sections 2-3): events,
-// over (0, 2, 3) 256 x 512 x 7 x 7 12.99 -> 12.46 (12.42), 512 x 512 x 7 x 7 19.07 -> 18.75
-// (18.37), over (0, 2) 256 x 1024 x 49 20.10 -> 19.33 (20.22), 1024 x 64 x 49 10.56 -> 10.21
-// (9.60); CUDA graphs 128 x 512 x 7 x 7 7.03 -> 6.78 (5.37), 128 x 256 x 7 x 7 5.49 -> 5.37 (3.81);
-// lost on 64 x 512 x 7 x 7 (7.62 -> 8.10) and 64 x 256 x 15 x 15 (11.36 -> 11.58). Amaxes lost
-// (graphs, 128 x 256 x 7 x 7 5.35 -> 5.77), as did 2 adjacent x 4 and the tail by strided loads.
+// (1.4% slower in both dtypes). Float32 runs by elements load 4 adjacent elements a thread, 2 such
+// groups in flight (thread_reduce_runs_adjacent; REDUCE_OPS_RUNS_ADJACENT=0 off). H200, us, strided
+// -> adjacent (torch.compile), session92.txt sections 2-5: sums by events, over (0, 2, 3) 256 x 512
+// x 7 x 7 12.93 -> 12.38 (12.38), 512 x 512 x 7 x 7 19.14 -> 18.75 (18.50), over (0, 2) 256 x 1024
+// x 49 (1024 items: 8 blocks an SM) 20.27 -> 19.39 (20.32), 1024 x 64 x 49 10.69 -> 10.40 (9.57);
+// in CUDA graphs 128 x 512 x 7 x 7 7.04 -> 6.73 (5.38). Amaxes 3-4% faster alike (256 x 512 x 7 x
+// 7 12.70 -> 12.16; graph 128 x 256 x 7 x 7 5.36 -> 5.19), 256 x 1024 x 49 19.87 -> 18.88, but
+// only on 48 registers where the items allow: at 32 the compiler folded the first 4 loads before
+// issuing the last 4 (5.36 -> 5.80). Both lost on 64 x 512 x 7 x 7 (sum 7.78 -> 8.21, amax 7.55 ->
+// 8.00) and 64 x 256 x 15 x 15 (2%); 2 adjacent x 4 groups, and the tail by the strided loads, lost.
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
@@ -1175,10 +1177,13 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
-  if constexpr (sizeof(In) == 4) {  // float32 sums by elements: 4 adjacent a thread (above)
-    constexpr bool kSum = !std::is_same_v<R, PlainReducer<MaxOp<typename R::Value>>>;
-    if (vec == 1 && a.run_packs >= 4 && env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", kSum ? 1 : 0) != 0) {
-      kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
+  // Float32 runs by elements: 4 adjacent a thread (above), where the items fit the SMs 4 at a
+  // time on 48 registers (every load of a round issued before the first fold), else 8 at a time on
+  // 32 (an amax's first 4 loads folded before the last 4 issue).
+  if constexpr (sizeof(In) == 4) {
+    if (vec == 1 && a.run_packs >= 4 && env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 1) != 0) {
+      kernel = a.rows * a.splits <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
+                                                   : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
       a.step_packs = (kRowsBlockThreads * 4) % a.run_packs;
       a.step_ptr = ((kRowsBlockThreads * 4) / a.run_packs) * a.q_stride + a.step_packs;
     }
