@@ -344,21 +344,20 @@ def test_two_group_runs_pack_where_aligned():
 
 
 @requires_cuda
-@pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "off"])
+@pytest.mark.parametrize("knob", ["1", "0"], ids=["on", "off"])
 @pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
 @pytest.mark.parametrize("shape,layout,few", [((300, 7, 49), "contiguous", True), ((40, 6, 4097), ("cut", 1), None),
                                               ((9, 33, 2, 37), "contiguous", True),
                                               ((60, 600, 37), "contiguous", False)], ids=str)
 def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk, knob):
-    # Float32 runs read element by element: 4 adjacent elements a thread (the kernel's last template
-    # argument, kAdjacent), groups crossing into the next run (49, 4096 and 37 are not multiples of
-    # 4); REDUCE_OPS_RUNS_ADJACENT=0 turns it off. Items that fit the SMs 4 at a time take the
-    # kernel bounded to 4 blocks an SM (kMinBlocks 4), more (600 outputs of 2220 values, unsplit)
-    # the one bounded to 8. Split rows (chunk64) start segments anywhere in a run.
+    # Float32 runs read element by element, 4 adjacent elements a thread (REDUCE_OPS_RUNS_ADJACENT=1:
+    # always; the kernel's last template argument, kAdjacent), groups crossing into the next run
+    # (49, 4096 and 37 are not multiples of 4), or strided (0). Items that fit the SMs 4 at a time
+    # take the kernel bounded to 4 blocks an SM (kMinBlocks 4), more (600 outputs of 2220 values,
+    # unsplit) the one bounded to 8. Split rows (chunk64) start segments anywhere in a run.
     if chunk is not None:
         monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
-    if knob is not None:
-        monkeypatch.setenv("REDUCE_OPS_RUNS_ADJACENT", knob)
+    monkeypatch.setenv("REDUCE_OPS_RUNS_ADJACENT", knob)
     x = runs_input(shape, layout, torch.float32)
     dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
     few_enough = 600 <= 4 * torch.cuda.get_device_properties(x.device).multi_processor_count
@@ -367,14 +366,29 @@ def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk
         names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
         assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
         vec, min_blocks, adjacent = re.search(r", (\d+), \d+, (\d+), (\d+)>\(", names[0]).groups()
-        assert (vec, adjacent) == ("1", "1" if knob == "0" else "4"), names
-        if knob != "0" and few is not None:
+        assert (vec, adjacent) == ("1", "4" if knob == "1" else "1"), names
+        if knob == "1" and few is not None:
             assert min_blocks == ("4" if few or few_enough else "8"), names
     check_sum(x, dim)
     check_amax(x, dim)
     first = reduce_ops.sum(x, dim)
     for _ in range(3):
         assert_same_bits(reduce_ops.sum(x, dim), first)
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,adjacent", [((60, 600, 37), True), ((64, 400, 49), False)], ids=str)
+def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(shape, adjacent):
+    # By default adjacency is left out where a segment's last round of 2048 elements is 45% to 7/8
+    # full: unsplit rows of 2220 values (last round 8% full) load adjacent, of 3136 (53%) strided.
+    x = make_input(shape, torch.float32, "cuda")
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        fn(x, (0, 2))
+        names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, (0, 2)))]
+        assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
+        assert re.search(r", (\d+)>\(", names[0]).group(1) == ("4" if adjacent else "1"), names
+    check_sum(x, (0, 2))
+    check_amax(x, (0, 2))
 
 
 # ---- dtype= --------------------------------------------------------------------------------

@@ -1132,8 +1132,11 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // in CUDA graphs 128 x 512 x 7 x 7 7.04 -> 6.73 (5.38). Amaxes 3-4% faster alike (256 x 512 x 7 x
 // 7 12.70 -> 12.16; graph 128 x 256 x 7 x 7 5.36 -> 5.19), 256 x 1024 x 49 19.87 -> 18.88, but
 // only on 48 registers where the items allow: at 32 the compiler folded the first 4 loads before
-// issuing the last 4 (5.36 -> 5.80). Both lost on 64 x 512 x 7 x 7 (sum 7.78 -> 8.21, amax 7.55 ->
-// 8.00) and 64 x 256 x 15 x 15 (2%); 2 adjacent x 4 groups, and the tail by the strided loads, lost.
+// issuing the last 4 (5.36 -> 5.80). 2 adjacent x 4 groups, and the tail by the strided loads, lost.
+// Both ops lost 1-5% where a segment's last round of 2048 elements is 45% to 7/8 full, and only there
+// (session92.txt section 7: sums and amaxes of 19 shapes (N, 512, 7, 7) and (N, 256, 15, 15), last
+// round 6-41% or 91% full 1.01-1.05x, 49-83% 0.95-1.00x): 64 x 512 x 7 x 7 sum 7.74 -> 8.16, 104 x
+// 512 x 7 x 7 8.96 -> 9.12, 64 x 256 x 15 x 15 11.42 -> 11.65; those keep the strided loads.
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
@@ -1177,11 +1180,14 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
-  // Float32 runs by elements: 4 adjacent a thread (above), where the items fit the SMs 4 at a
-  // time on 48 registers (every load of a round issued before the first fold), else 8 at a time on
-  // 32 (an amax's first 4 loads folded before the last 4 issue).
+  // Float32 runs by elements: 4 adjacent a thread (above) unless a segment's last round is 45% to
+  // 7/8 full, where the strided loads won; where the items fit the SMs 4 at a time on 48 registers
+  // (every load of a round issued before the first fold), else 8 at a time on 32 (an amax's first
+  // 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always.
   if constexpr (sizeof(In) == 4) {
-    if (vec == 1 && a.run_packs >= 4 && env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 1) != 0) {
+    const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
+    if (vec == 1 && a.run_packs >= 4 &&
+        (adjacent == 1 || (adjacent == 2 && (last < round * 9 / 20 || last >= round * 7 / 8)))) {
       kernel = a.rows * a.splits <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
                                                    : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
       a.step_packs = (kRowsBlockThreads * 4) % a.run_packs;
