@@ -1125,7 +1125,7 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // 256 x 512 x 14 x 14 20.61 -> 18.72 (19.55), over (0, 2) of 128 x 256 x 98 9.06 -> 8.22; float32
 // 128 x 256 x 98 11.14 -> 10.24, 1024 x 64 x 50 10.82 -> 9.86; amaxes alike but 256 x 1024 x 98
 // (1.4% slower in both dtypes). Float32 runs by elements load 4 adjacent elements a thread, 2 such
-// groups in flight (thread_reduce_runs_adjacent; REDUCE_OPS_RUNS_ADJACENT=0 off). H200, us, strided
+// groups in flight (thread_reduce_runs_adjacent; below for where). H200, us, strided
 // -> adjacent (torch.compile), session92.txt sections 2-5: sums by events, over (0, 2, 3) 256 x 512
 // x 7 x 7 12.93 -> 12.38 (12.38), 512 x 512 x 7 x 7 19.14 -> 18.75 (18.50), over (0, 2) 256 x 1024
 // x 49 (1024 items: 8 blocks an SM) 20.27 -> 19.39 (20.32), 1024 x 64 x 49 10.69 -> 10.40 (9.57);
