@@ -1160,8 +1160,6 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   a.q_stride = g.q_stride / vec;
   a.run_packs = static_cast<int>(g.ms / vec);
   a.row_packs = g.qs * a.run_packs;
-  a.step_packs = kRowsBlockThreads % a.run_packs;
-  a.step_ptr = (kRowsBlockThreads / a.run_packs) * a.q_stride + a.step_packs;
   a.wrap_ptr = a.q_stride - a.run_packs;
   const int64_t bytes = a.rows * g.qs * g.ms * static_cast<int64_t>(sizeof(In));
   const int64_t min_chunk = std::max(round, min_split_chunk<In>(bytes) / vec);
@@ -1184,16 +1182,19 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // 7/8 full, where the strided loads won; where the items fit the SMs 4 at a time on 48 registers
   // (every load of a round issued before the first fold), else 8 at a time on 32 (an amax's first
   // 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always.
+  int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
   if constexpr (sizeof(In) == 4) {
-    const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
-    if (vec == 1 && a.run_packs >= 4 &&
-        (adjacent == 1 || (adjacent == 2 && (last < round * 9 / 20 || last >= round * 7 / 8)))) {
-      kernel = a.rows * a.splits <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
-                                                   : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
-      a.step_packs = (kRowsBlockThreads * 4) % a.run_packs;
-      a.step_ptr = ((kRowsBlockThreads * 4) / a.run_packs) * a.q_stride + a.step_packs;
+    if (vec == 1 && a.run_packs >= 4) {  // the getenv only here (~0.1 us of a launch)
+      const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
+      if (adjacent == 1 || (adjacent == 2 && (last < round * 9 / 20 || last >= round * 7 / 8))) {
+        kernel = a.rows * a.splits <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
+                                                     : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
+        stride *= 4;
+      }
     }
   }
+  a.step_packs = static_cast<int>(stride % a.run_packs);
+  a.step_ptr = (stride / a.run_packs) * a.q_stride + a.step_packs;
   if (vec == kVec) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec, 8, 4, 1>;
   if constexpr (kVec / 2 > 1) {
     if (vec == kVec / 2) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 2, 8, 4, 1>;
