@@ -995,30 +995,45 @@ struct TwoGroupsRunsArgs {
 // and a compare a pack, no division), kUnroll packs in flight as one tree (add_round_tree); the
 // packs left after the whole rounds as one more round, those past the end the identity (one at a
 // time, each load waited for the fold of the one before: 2-7 trips to memory where one does).
-template <int kVec, int kUnroll, int kThreads, typename In, typename R>
-__device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, const TwoGroupsRunsArgs& a, int64_t start,
-                                                              int64_t end, const R& r) {
-  using P = Pack<In, kVec>;
-  const int64_t f = start + threadIdx.x;
-  int64_t left = f < end ? (end - f + kThreads - 1) / kThreads : 0;  // this thread's packs
-  const int64_t q = f / a.run_packs;
-  int j = static_cast<int>(f - q * a.run_packs);
-  const P* p = reinterpret_cast<const P*>(row) + q * a.q_stride + j;
-  const auto step = [&] {
+// A thread's place in a row's runs (TwoGroupsRunsArgs), packs of type P: found once from pack
+// index f (a division), then moved by step() (a.step_packs / step_ptr: an add and a compare).
+template <typename P>
+struct RunCursor {
+  const P* p;  // the pack at f
+  int j;       // its place in its run
+  __device__ __forceinline__ RunCursor(const P* row, const TwoGroupsRunsArgs& a, int64_t f) {
+    const int64_t q = f / a.run_packs;
+    j = static_cast<int>(f - q * a.run_packs);
+    p = row + q * a.q_stride + j;
+  }
+  __device__ __forceinline__ void step(const TwoGroupsRunsArgs& a) {
     p += a.step_ptr;
     j += a.step_packs;
     if (j >= a.run_packs) {
       j -= a.run_packs;
       p += a.wrap_ptr;
     }
-  };
+  }
+  // The pack k after p, in the next run where k passes this one's end (runs hold more than k).
+  __device__ __forceinline__ const P* at(const TwoGroupsRunsArgs& a, int k) const {
+    return j + k < a.run_packs ? p + k : p + k + a.wrap_ptr;
+  }
+};
+
+template <int kVec, int kUnroll, int kThreads, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, const TwoGroupsRunsArgs& a, int64_t start,
+                                                              int64_t end, const R& r) {
+  using P = Pack<In, kVec>;
+  const int64_t f = start + threadIdx.x;
+  int64_t left = f < end ? (end - f + kThreads - 1) / kThreads : 0;  // this thread's packs
+  RunCursor<P> c(reinterpret_cast<const P*>(row), a, f);
   typename R::Acc acc = R::identity();
   for (; left >= kUnroll; left -= kUnroll) {
     P v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      v[u] = *p;
-      step();
+      v[u] = *c.p;
+      c.step(a);
     }
     acc = add_round_tree(acc, v, r);
   }
@@ -1028,8 +1043,8 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, con
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       v[u] = none;
-      if (u < left) v[u] = *p;
-      step();
+      if (u < left) v[u] = *c.p;
+      c.step(a);
     }
     acc = add_round_tree(acc, v, r);
   }
@@ -1048,19 +1063,12 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
   using V = typename R::Value;
   constexpr int64_t kStride = static_cast<int64_t>(kThreads) * kAdj;
   int64_t f = start + threadIdx.x * kAdj;  // this thread's next group's first element
-  const int64_t q = f / a.run_packs;
-  int j = static_cast<int>(f - q * a.run_packs);
-  const In* p = row + q * a.q_stride + j;
+  RunCursor<In> c(row, a, f);
   const auto step = [&] {
     f += kStride;
-    p += a.step_ptr;
-    j += a.step_packs;
-    if (j >= a.run_packs) {
-      j -= a.run_packs;
-      p += a.wrap_ptr;
-    }
+    c.step(a);
   };
-  const auto at = [&](int k) { return j + k < a.run_packs ? p + k : p + k + a.wrap_ptr; };
+  const auto at = [&](int k) { return c.at(a, k); };
   const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
   typename R::Acc acc = R::identity();
   for (; f + (kGroups - 1) * kStride + kAdj <= end;) {  // whole rounds
