@@ -121,7 +121,10 @@ __device__ __forceinline__ typename R::Acc as_running(typename Tree::Acc v, cons
 }
 
 // The pairwise fold of n values (a power of two) with fold(a, b): halves, in place. Values fold
-// with R's reduce, running states (R::Acc) with R's merge, R itself.
+// with R's reduce, running states (R::Acc) with R's merge, R itself. nvcc may leave the loop over
+// widths rolled, the values in local memory: it did for 16 values in the runs kernel's adjacent
+// loop (results README, session 93), not in the rows kernels'. Check the stack
+// (cuobjdump -res-usage) when a new caller folds more than 8.
 template <typename T, int n, typename Fold>
 __device__ __forceinline__ T tree_fold(T (&v)[n], const Fold& fold) {
   static_assert((n & (n - 1)) == 0, "a power of two");
