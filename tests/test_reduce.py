@@ -292,6 +292,18 @@ def runs_kernel_loads(x, packed):
     return vec if vec * x.element_size() >= 4 else None
 
 
+def runs_kernel_args(fn):
+    """The one kernel fn() launches, which must be reduce_two_groups_runs_kernel, and its integer
+    template arguments from the profiler's demangled name, by place from the first: kVec, kUnroll,
+    kMinBlocks, kAdjacent (read from the start, so that an argument added after them leaves the
+    tests' reading as it was)."""
+    names = [e["name"] for e in cuda_kernel_events(fn)]
+    assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
+    ints = re.search(r"((?:, \d+)+)>\(", names[0]).group(1)
+    vec, unroll, min_blocks, adjacent = (int(v) for v in ints.split(", ")[1:5])
+    return {"vec": vec, "unroll": unroll, "min_blocks": min_blocks, "adjacent": adjacent, "name": names[0]}
+
+
 def runs_input(shape, layout, dtype):
     if layout == "contiguous":
         return make_input(shape, dtype, "cuda")
@@ -337,10 +349,8 @@ def test_two_group_runs_pack_where_aligned():
             if vec is None:
                 continue
             reduce_ops.sum(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
-            names = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, dim))]
-            assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
-            # template arguments ..., kVec, kUnroll, kMinBlocks, kAdjacent>
-            assert re.search(r", (\d+), \d+, \d+, \d+>\(", names[0]).group(1) == str(vec), (shape, dtype, names)
+            k = runs_kernel_args(lambda: reduce_ops.sum(x, dim))
+            assert k["vec"] == vec, (shape, dtype, k)
 
 
 @requires_cuda
@@ -363,12 +373,10 @@ def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk
     few_enough = 600 <= 4 * torch.cuda.get_device_properties(x.device).multi_processor_count
     for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
-        names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
-        assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
-        vec, min_blocks, adjacent = re.search(r", (\d+), \d+, (\d+), (\d+)>\(", names[0]).groups()
-        assert (vec, adjacent) == ("1", "4" if knob == "1" else "1"), names
+        k = runs_kernel_args(lambda: fn(x, dim))
+        assert (k["vec"], k["adjacent"]) == (1, 4 if knob == "1" else 1), k
         if knob == "1" and few is not None:
-            assert min_blocks == ("4" if few or few_enough else "8"), names
+            assert k["min_blocks"] == (4 if few or few_enough else 8), k
     check_sum(x, dim)
     check_amax(x, dim)
     first = reduce_ops.sum(x, dim)
@@ -384,9 +392,8 @@ def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(shape, adjac
     x = make_input(shape, torch.float32, "cuda")
     for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, (0, 2))
-        names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, (0, 2)))]
-        assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
-        assert re.search(r", (\d+)>\(", names[0]).group(1) == ("4" if adjacent else "1"), names
+        k = runs_kernel_args(lambda: fn(x, (0, 2)))
+        assert k["adjacent"] == (4 if adjacent else 1), k
     check_sum(x, (0, 2))
     check_amax(x, (0, 2))
 
