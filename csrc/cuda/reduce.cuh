@@ -993,11 +993,6 @@ struct TwoGroupsRunsArgs {
   int64_t wrap_ptr;   // a step that passes a run's end moves on by q_stride - run_packs more
 };
 
-// This thread's partial over packs tid, tid + kThreads, ... of [start, end) of a row whose runs
-// start at `row` (TwoGroupsRunsArgs): each pack's place found once, the next ones by steps (an add
-// and a compare a pack, no division), kUnroll packs in flight as one tree (add_round_tree); the
-// packs left after the whole rounds as one more round, those past the end the identity (one at a
-// time, each load waited for the fold of the one before: 2-7 trips to memory where one does).
 // A thread's place in a row's runs (TwoGroupsRunsArgs), packs of type P: found once from pack
 // index f (a division), then moved by step() (a.step_packs / step_ptr: an add and a compare).
 template <typename P>
@@ -1023,6 +1018,11 @@ struct RunCursor {
   }
 };
 
+// This thread's partial over packs tid, tid + kThreads, ... of [start, end) of a row whose runs
+// start at `row` (TwoGroupsRunsArgs), its place kept by a RunCursor: kUnroll packs in flight as one
+// tree (add_round_tree); the packs left after the whole rounds as one more round, those past the
+// end the identity (one at a time, each load waited for the fold of the one before: 2-7 trips to
+// memory where one does).
 template <int kVec, int kUnroll, int kThreads, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, const TwoGroupsRunsArgs& a, int64_t start,
                                                               int64_t end, const R& r) {
