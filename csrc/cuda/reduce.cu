@@ -1137,6 +1137,14 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // (session92.txt section 7: sums and amaxes of 19 shapes (N, 512, 7, 7) and (N, 256, 15, 15), last
 // round 6-41% or 91% full 1.01-1.05x, 49-83% 0.95-1.00x): 64 x 512 x 7 x 7 sum 7.74 -> 8.16, 104 x
 // 512 x 7 x 7 8.96 -> 9.12, 64 x 256 x 15 x 15 11.42 -> 11.65; those keep the strided loads.
+// On the 4-block kernel the whole rounds are warp-uniform (thread_reduce_runs_adjacent): past half
+// full, a warp's first threads took one more whole round and the rest the guarded one, and that
+// warp ran both. H200, events, us, adjacency forced (REDUCE_OPS_RUNS_ADJACENT=1), per thread ->
+// warp-uniform (session93.txt section 8): 80 x 512 x 7 x 7 sum 8.16 -> 7.84 (strided 8.19), amax
+// 7.94 -> 7.65; 64 x 512 x 7 x 7 sum 8.06 -> 7.74 (7.62), amax 7.87 -> 7.42 (7.42); 48 x 256 x 15 x
+// 15 amax 10.30 -> 9.89 (10.05); in CUDA graphs 64 x 512 x 7 x 7 amax 5.16 -> 4.73 (4.77). Inside the
+// rule's band they are now within 0.98-1.02x of the strided loads; the rule stays. On the 8-block
+// kernel amaxes lost 4% (256 x 1024 x 49 18.91 -> 19.65, 60 x 600 x 37 7.62 -> 7.97): per thread.
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {

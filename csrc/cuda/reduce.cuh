@@ -1059,8 +1059,11 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, con
 // t, then f + kThreads * kAdj (a.step_packs / step_ptr step by kThreads * kAdj), kGroups such groups
 // in flight as one tree. An element past its run's end lies at + wrap_ptr (runs hold at least kAdj
 // elements, so it is in the next run). The elements left after the whole rounds come as one more
-// round, those at or past `end` the identity.
-template <int kAdj, int kGroups, int kThreads, typename In, typename R>
+// round, those at or past `end` the identity. kWarpUniform: the whole rounds end where the warp's
+// last thread's round is no longer whole, so that no warp takes both a whole round and the guarded
+// one, one after the other (two trips to memory where its neighbours take one). The guarded round
+// still covers what a thread has left: its warp's span, kWarpSize * kAdj, is under a step.
+template <int kAdj, int kGroups, int kThreads, bool kWarpUniform, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In* row, const TwoGroupsRunsArgs& a,
                                                                        int64_t start, int64_t end, const R& r) {
   using V = typename R::Value;
@@ -1074,7 +1077,9 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
   const auto at = [&](int k) { return c.at(a, k); };
   const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
   typename R::Acc acc = R::identity();
-  for (; f + (kGroups - 1) * kStride + kAdj <= end;) {  // whole rounds
+  const int64_t whole_end =
+      kWarpUniform ? end - (kWarpSize - 1 - static_cast<int>(threadIdx.x % kWarpSize)) * kAdj : end;
+  for (; f + (kGroups - 1) * kStride + kAdj <= whole_end;) {  // whole rounds
     V v[kGroups * kAdj];
 #pragma unroll
     for (int u = 0; u < kGroups; ++u) {
@@ -1117,7 +1122,10 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
     const int64_t start = seg * a.chunk, end = a.row_packs - start < a.chunk ? a.row_packs : start + a.chunk;
     typename R::Acc part;
     if constexpr (kAdjacent > 1) {
-      part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kRowsBlockThreads>(base, a, start, end, r);
+      // Warp-uniform whole rounds on the 4-block kernel only: on the 8-block one they lost amaxes
+      // 4% (launch_two_groups_runs).
+      part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kRowsBlockThreads, kMinBlocks == 4>(base, a,
+                                                                                                           start, end, r);
     } else {
       part = thread_reduce_runs<kVec, kUnroll, kRowsBlockThreads>(base, a, start, end, r);
     }
