@@ -358,7 +358,7 @@ def test_two_group_runs_pack_where_aligned():
 @pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
 @pytest.mark.parametrize("shape,layout,few", [((300, 7, 49), "contiguous", True), ((40, 6, 4097), ("cut", 1), None),
                                               ((9, 33, 2, 37), "contiguous", True),
-                                              ((64, 400, 49), "contiguous", True),
+                                              ((250, 7, 37), "contiguous", True),
                                               ((60, 600, 37), "contiguous", False)], ids=str)
 def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk, knob):
     # Float32 runs read element by element, 4 adjacent elements a thread (REDUCE_OPS_RUNS_ADJACENT=1:
@@ -366,8 +366,8 @@ def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk
     # (49, 4096 and 37 are not multiples of 4), or strided (0). Items that fit the SMs 4 at a time
     # take the kernel bounded to 4 blocks an SM (kMinBlocks 4), more (600 outputs of 2220 values,
     # unsplit) the one bounded to 8. Split rows (chunk64) start segments anywhere in a run. On the
-    # 4-block kernel the whole rounds end a warp at a time: rows of 3136 (64 x 49, last round of
-    # 2048 53% full) end them inside a warp, whose threads then all take the guarded round.
+    # 4-block kernel the whole rounds end a warp at a time: rows of 9250 (250 x 37, last round of
+    # 2048 52% full) end them inside a warp, whose threads then all take the guarded round.
     if chunk is not None:
         monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
     monkeypatch.setenv("REDUCE_OPS_RUNS_ADJACENT", knob)
