@@ -1062,7 +1062,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs(const In* row, con
 // round, those at or past `end` the identity. kWarpUniform: the whole rounds end where the warp's
 // last thread's round is no longer whole, so that no warp takes both a whole round and the guarded
 // one, one after the other (two trips to memory where its neighbours take one). The guarded round
-// still covers what a thread has left: its warp's span, kWarpSize * kAdj, is under a step.
+// still covers what a thread has left: its warp's span, kWarpSize * kAdj, is at most a step.
 template <int kAdj, int kGroups, int kThreads, bool kWarpUniform, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In* row, const TwoGroupsRunsArgs& a,
                                                                        int64_t start, int64_t end, const R& r) {
@@ -1077,6 +1077,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
   const auto at = [&](int k) { return c.at(a, k); };
   const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
   typename R::Acc acc = R::identity();
+  static_assert(kThreads >= kWarpSize, "one guarded round covers what a warp's whole rounds leave");
   const int64_t whole_end =
       kWarpUniform ? end - (kWarpSize - 1 - static_cast<int>(threadIdx.x % kWarpSize)) * kAdj : end;
   for (; f + (kGroups - 1) * kStride + kAdj <= whole_end;) {  // whole rounds
