@@ -71,7 +71,9 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # reduce_two_groups_runs_kernel by 16-byte packs, by narrower ones and element by element,
     # unsplit and, with REDUCE_OPS_REDUCE_CHUNK=64, split; 60 x 600 x 37: float32 elements 4 adjacent
     # a thread on the kernel bounded to 8 blocks an SM, 600 items; 250 x 7 x 37: on the 4-block one,
-    # rows of 9250 whose whole rounds end inside a warp, adjacent with REDUCE_OPS_RUNS_ADJACENT=1). Many
+    # rows of 9250 whose whole rounds end inside a warp, adjacent with REDUCE_OPS_RUNS_ADJACENT=1; by
+    # default it and 9 x 2 x 1001 float32, few items of segments of at most 8192 elements, take one
+    # round of 512 threads x 16 loads, and with REDUCE_OPS_RUNS_ONCE=1 every float32 case here). Many
     # rows of one block round (4300 x 3200 float32, 4300 x 4608 bfloat16: 800 and 576 packs), and
     # long rows on blocks of 512 threads, the last round partial (1100 x 12292 float32, 1100 x
     # 24584 bfloat16).

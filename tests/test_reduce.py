@@ -401,6 +401,54 @@ def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(shape, adjac
     check_amax(x, (0, 2))
 
 
+@requires_cuda
+@pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
+@pytest.mark.parametrize("shape,layout", [((300, 7, 49), "contiguous"), ((40, 6, 4097), ("cut", 1)),
+                                          ((9, 33, 2, 37), "contiguous"), ((250, 7, 37), "contiguous"),
+                                          ((60, 600, 37), "contiguous"), ((160, 256, 49), "contiguous")], ids=str)
+def test_two_group_runs_in_one_round(monkeypatch, shape, layout, chunk):
+    # Float32 runs by elements whose segments hold at most 512 x 16 elements, in one round
+    # (REDUCE_OPS_RUNS_ONCE=1; kAdjacent 0, 512 threads): thread t loads the elements t, t + 512,
+    # ... of its segment, guarded past its end, every load before the first fold. Split rows
+    # (300 x 49 in 4 segments, 250 x 37 in 3, 297 x 37 over (0, 1, 3) in 3, 40 x 4096 off the
+    # 16-byte boundary in 40; chunk64: segments of 2048) and unsplit ones (2220: 600 items, more than
+    # the SMs hold at once; 7840 of the round's 8192); runs of 37 and 49 cross into the next run.
+    if chunk is not None:
+        monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
+    monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", "1")
+    x = runs_input(shape, layout, torch.float32)
+    dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
+        k = runs_kernel_args(lambda: fn(x, dim))
+        assert (k["vec"], k["unroll"], k["adjacent"]) == (1, 16, 0), k
+        assert k["name"].split(">(")[0].endswith(", 512"), k  # kThreads
+    check_sum(x, dim)
+    check_amax(x, dim)
+    first = reduce_ops.sum(x, dim)
+    for _ in range(3):
+        assert_same_bits(reduce_ops.sum(x, dim), first)
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape", [(128, 256, 49), (96, 256, 49), (64, 512, 49), (256, 256, 49)], ids=str)
+def test_two_group_runs_in_one_round_where_few_and_short(shape):
+    # By default the one round takes float32 runs by elements whose segments hold at most 8192
+    # elements and whose items fit the SMs 2 at a time (256 outputs of 6272 or 4704 on 132 SMs);
+    # not 512 outputs (64 x 512 x 49), nor rows of 12544 (split in two: 512 items). Smaller inputs
+    # (up to 2^20 elements and 8192 an output) take the block an output, not the runs kernel.
+    x = make_input(shape, torch.float32, "cuda")
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    items = shape[1] * (2 if shape[0] * shape[2] > 8192 else 1)  # rows of 12544 split in two segments of 6272
+    once = items <= 2 * sms
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        fn(x, (0, 2))
+        k = runs_kernel_args(lambda: fn(x, (0, 2)))
+        assert (k["adjacent"] == 0) == once, (k, sms)
+    check_sum(x, (0, 2))
+    check_amax(x, (0, 2))
+
+
 # ---- dtype= --------------------------------------------------------------------------------
 
 SUM_DTYPE_PAIRS = [

@@ -1146,6 +1146,16 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // rule's band they are now within 0.98-1.02x of the strided loads; the rule stays (session94.txt
 // section 2, 13 shapes: without it sums 0.979-1.019x, amaxes 0.996-1.032x). On the 8-block
 // kernel amaxes lost 4% (256 x 1024 x 49 18.91 -> 19.65, 60 x 600 x 37 7.62 -> 7.97): per thread.
+// Float32 runs by elements in one round (thread_reduce_runs_once, 512 threads x 16 loads): torch.compile's
+// kernel for these (Triton, its row length a constant, its loop unrolled) issues every load of a thread
+// before the first add, one trip to memory, where rounds of 8 took 3-4; a CUDA copy of it with the loop
+// left rolled was as slow as ours (session94.txt sections 6-8). H200, us, CUDA graphs, session 93's
+// kernels -> one round (torch.compile): sums over (0, 2, 3) of 128 x 256 x 7 x 7 5.40 -> 4.82 (3.84),
+// 160 x 256 x 7 x 7 5.69 -> 4.95 (4.91), 32 x 256 x 15 x 15 5.62 -> 4.89 (3.90), over (0, 2) of 300 x 7
+// x 49 (split in 4) 4.85 -> 4.60 (4.03); amaxes alike, 1.05-1.15x; by events 1.03-1.10x; 96 x 256 x 7
+// x 7 even. Past 2 items an SM (or forced there, REDUCE_OPS_RUNS_ONCE=1) it lost 7-30%: 64 x 512 x 7 x
+// 7 4.99 -> 7.16, the 512-thread blocks taking a second wave.
+constexpr int kOnceThreads = 512, kOnceLoads = 16;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
@@ -1187,15 +1197,24 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
-  // Float32 runs by elements: 4 adjacent a thread (above) unless a segment's last round is 45% to
-  // 7/8 full, where the strided loads won; where the items fit the SMs 4 at a time on 48 registers
-  // (every load of a round issued before the first fold), else 8 at a time on 32 (an amax's first
-  // 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always.
+  // Float32 runs by elements: in one round of 512 threads x 16 (above) where the segments fit it
+  // and the items fit the SMs 2 at a time; else 4 adjacent a thread (above), unless a segment's last
+  // round is 45% to 7/8 full, where the strided loads won; where the items fit the SMs 4 at a time
+  // on 48 registers (every load of a round issued before the first fold), else 8 at a time on 32
+  // (an amax's first 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0 never, 1
+  // wherever the segments fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always (the one round's rule
+  // only where it is not set).
+  int threads = kRowsBlockThreads;
   int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
   if constexpr (sizeof(In) == 4) {
-    if (vec == 1 && a.run_packs >= 4) {  // the getenv only here (~0.1 us of a launch)
+    if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
       const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
-      if (adjacent == 1 || (adjacent == 2 && (last < round * 9 / 20 || last >= round * 7 / 8))) {
+      const int64_t once = a.chunk <= kOnceThreads * kOnceLoads ? env_nonnegative("REDUCE_OPS_RUNS_ONCE", 2) : 0;
+      if (once == 1 || (once == 2 && adjacent == 2 && a.rows * a.splits <= 2 * sm_count())) {
+        kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 2, 0, kOnceThreads>;
+        threads = kOnceThreads;
+        stride = kOnceThreads;
+      } else if (adjacent == 1 || (adjacent == 2 && (last < round * 9 / 20 || last >= round * 7 / 8))) {
         kernel = a.rows * a.splits <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
                                                      : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
         stride *= 4;
@@ -1211,8 +1230,8 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   if constexpr (kVec / 4 > 1) {
     if (vec == kVec / 4) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 4, 8, 8, 1>;
   }
-  kernel<<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials,
-                                                                         counters, r);
+  kernel<<<grid_for(a.rows * a.splits), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters,
+                                                               r);
   return true;
 }
 

@@ -1104,14 +1104,43 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
   return acc;
 }
 
+// This thread's partial over elements tid, tid + kThreads, ... of [start, end), a segment of at most
+// kThreads x kLoads elements: one round, every load issued before the first fold (a guarded load
+// past `end` gives the identity), so one trip to memory where rounds of 8 took several. The 16
+// values fold a level by hand, then as 8 (tree_fold left 16 rolled in local memory, session 93).
+template <int kLoads, int kThreads, typename In, typename R>
+__device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
+                                                                   int64_t start, int64_t end, const R& r) {
+  using V = typename R::Value;
+  static_assert(kLoads == 16, "folds a level of 16, then tree_fold's 8");
+  int64_t f = start + threadIdx.x;
+  RunCursor<In> c(row, a, f);
+  const V none = r.finish(R::identity());
+  V v[kLoads];
+#pragma unroll
+  for (int u = 0; u < kLoads; ++u) {
+    v[u] = f < end ? static_cast<V>(*c.p) : none;
+    f += kThreads;
+    c.step(a);
+  }
+  const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
+  V w[kLoads / 2];
+#pragma unroll
+  for (int k = 0; k < kLoads / 2; ++k) w[k] = reduce(v[k], v[k + kLoads / 2]);
+  return r.add(R::identity(), tree_fold(w, reduce));
+}
+
 // Runs of two reduced groups in one launch: a block of kThreads an item (TwoGroupsRunsArgs), its
 // segment's partial folded by arrive_and_fold_row where rows split (counters zero at the start,
 // as reduce_rows_split_kernel's), else written out. Against the binding's two stages, each
 // segment reads its output's runs as they lie, and no second launch waits on the first.
 // kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which);
-// kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1).
-template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent>
-__global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
+// kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1);
+// kAdjacent 0: segments of at most kThreads x kUnroll elements in one round
+// (thread_reduce_runs_once, kVec 1).
+template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent,
+          int kThreads = kRowsBlockThreads>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     reduce_two_groups_runs_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a,
                                   typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters, R r) {
   __shared__ bool last;
@@ -1122,13 +1151,16 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
     const In* base = x + (o * a.outer_stride + (row - o * a.inner) * a.inner_stride) * kVec;
     const int64_t start = seg * a.chunk, end = a.row_packs - start < a.chunk ? a.row_packs : start + a.chunk;
     typename R::Acc part;
-    if constexpr (kAdjacent > 1) {
+    if constexpr (kAdjacent == 0) {
+      static_assert(kVec == 1, "one round by elements");
+      part = thread_reduce_runs_once<kUnroll, kThreads>(base, a, start, end, r);
+    } else if constexpr (kAdjacent > 1) {
       // Warp-uniform whole rounds on the 4-block kernel only: on the 8-block one they lost amaxes
       // 4% (launch_two_groups_runs).
-      part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kRowsBlockThreads, kMinBlocks == 4>(base, a,
-                                                                                                           start, end, r);
+      part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kThreads, kMinBlocks == 4>(base, a, start,
+                                                                                                  end, r);
     } else {
-      part = thread_reduce_runs<kVec, kUnroll, kRowsBlockThreads>(base, a, start, end, r);
+      part = thread_reduce_runs<kVec, kUnroll, kThreads>(base, a, start, end, r);
     }
     const typename R::Acc acc = block_all_reduce(part, r);
     if (a.splits > 1) {
