@@ -304,6 +304,16 @@ def runs_kernel_args(fn):
     return {"vec": vec, "unroll": unroll, "min_blocks": min_blocks, "adjacent": adjacent, "name": names[0]}
 
 
+def check_runs_results(x, dim):
+    """The runs kernel's sum and amax of x over dim against torch's, and the same bits again (its split
+    rows' counters zero after each launch)."""
+    check_sum(x, dim)
+    check_amax(x, dim)
+    first = reduce_ops.sum(x, dim)
+    for _ in range(3):
+        assert_same_bits(reduce_ops.sum(x, dim), first)
+
+
 def runs_input(shape, layout, dtype):
     if layout == "contiguous":
         return make_input(shape, dtype, "cuda")
@@ -380,11 +390,7 @@ def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk
         assert (k["vec"], k["adjacent"]) == (1, 4 if knob == "1" else 1), k
         if knob == "1" and few is not None:
             assert k["min_blocks"] == (4 if few or few_enough else 8), k
-    check_sum(x, dim)
-    check_amax(x, dim)
-    first = reduce_ops.sum(x, dim)
-    for _ in range(3):
-        assert_same_bits(reduce_ops.sum(x, dim), first)
+    check_runs_results(x, dim)
 
 
 @requires_cuda
@@ -423,11 +429,7 @@ def test_two_group_runs_in_one_round(monkeypatch, shape, layout, chunk):
         k = runs_kernel_args(lambda: fn(x, dim))
         assert (k["vec"], k["unroll"], k["adjacent"]) == (1, 16, 0), k
         assert k["name"].split(">(")[0].endswith(", 512"), k  # kThreads
-    check_sum(x, dim)
-    check_amax(x, dim)
-    first = reduce_ops.sum(x, dim)
-    for _ in range(3):
-        assert_same_bits(reduce_ops.sum(x, dim), first)
+    check_runs_results(x, dim)
 
 
 @requires_cuda
