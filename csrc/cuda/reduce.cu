@@ -1189,11 +1189,12 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     a.splits = plan.splits;
     a.chunk = plan.chunk;
   }
+  const int64_t items = a.rows * a.splits;  // the kernel's blocks' work: a segment each
   at::Tensor partial, graph_owned;
   Acc* partials = nullptr;
   unsigned* counters = nullptr;
   if (a.splits > 1) {
-    partials = partials_scratch<Acc>(a.rows * a.splits, xt.options(), partial);
+    partials = partials_scratch<Acc>(items, xt.options(), partial);
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
@@ -1210,13 +1211,13 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
       const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
       const int64_t once = a.chunk <= kOnceThreads * kOnceLoads ? env_nonnegative("REDUCE_OPS_RUNS_ONCE", 2) : 0;
-      if (once == 1 || (once == 2 && adjacent == 2 && a.rows * a.splits <= 2 * sm_count())) {
+      if (once == 1 || (once == 2 && adjacent == 2 && items <= 2 * sm_count())) {
         kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 2, 0, kOnceThreads>;
         threads = kOnceThreads;
         stride = kOnceThreads;
       } else if (adjacent == 1 || (adjacent == 2 && (last < round * 9 / 20 || last >= round * 7 / 8))) {
-        kernel = a.rows * a.splits <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
-                                                     : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
+        kernel = items <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
+                                         : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;
         stride *= 4;
       }
     }
@@ -1230,8 +1231,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   if constexpr (kVec / 4 > 1) {
     if (vec == kVec / 4) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 4, 8, 8, 1>;
   }
-  kernel<<<grid_for(a.rows * a.splits), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters,
-                                                               r);
+  kernel<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters, r);
   return true;
 }
 
