@@ -295,13 +295,14 @@ def runs_kernel_loads(x, packed):
 def runs_kernel_args(fn):
     """The one kernel fn() launches, which must be reduce_two_groups_runs_kernel, and its integer
     template arguments from the profiler's demangled name, by place from the first: kVec, kUnroll,
-    kMinBlocks, kAdjacent (read from the start, so that an argument added after them leaves the
-    tests' reading as it was)."""
+    kMinBlocks, kAdjacent, kThreads (read from the start, so that an argument added after them
+    leaves the tests' reading as it was)."""
     names = [e["name"] for e in cuda_kernel_events(fn)]
     assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
     ints = re.search(r"((?:, \d+)+)>\(", names[0]).group(1)
-    vec, unroll, min_blocks, adjacent = (int(v) for v in ints.split(", ")[1:5])
-    return {"vec": vec, "unroll": unroll, "min_blocks": min_blocks, "adjacent": adjacent, "name": names[0]}
+    vec, unroll, min_blocks, adjacent, threads = (int(v) for v in ints.split(", ")[1:6])
+    return {"vec": vec, "unroll": unroll, "min_blocks": min_blocks, "adjacent": adjacent, "threads": threads,
+            "name": names[0]}
 
 
 def check_runs_results(x, dim):
@@ -395,9 +396,11 @@ def test_two_group_runs_adjacent_elements(monkeypatch, shape, layout, few, chunk
 
 @requires_cuda
 @pytest.mark.parametrize("shape,adjacent", [((60, 600, 37), True), ((64, 400, 49), False)], ids=str)
-def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(shape, adjacent):
-    # By default adjacency is left out where a segment's last round of 2048 elements is 45% to 7/8
-    # full: unsplit rows of 2220 values (last round 8% full) load adjacent, of 3136 (53%) strided.
+def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(monkeypatch, shape, adjacent):
+    # Past the one round (here left out, REDUCE_OPS_RUNS_ONCE=0, as it is where the items are many)
+    # adjacency is left out where a segment's last round of 2048 elements is 45% to 7/8 full:
+    # unsplit rows of 2220 values (last round 8% full) load adjacent, of 3136 (53%) strided.
+    monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", "0")
     x = make_input(shape, torch.float32, "cuda")
     for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, (0, 2))
@@ -409,18 +412,24 @@ def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(shape, adjac
 
 @requires_cuda
 @pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
-@pytest.mark.parametrize("shape,layout", [((300, 7, 49), "contiguous"), ((40, 6, 4097), ("cut", 1)),
-                                          ((9, 33, 2, 37), "contiguous"), ((250, 7, 37), "contiguous"),
-                                          ((60, 600, 37), "contiguous"), ((160, 256, 49), "contiguous")], ids=str)
-def test_two_group_runs_in_one_round(monkeypatch, shape, layout, chunk):
+@pytest.mark.parametrize("shape,layout,threads", [((300, 7, 49), "contiguous", 256), ((40, 6, 4097), ("cut", 1), 256),
+                                                  ((9, 33, 2, 37), "contiguous", 256),
+                                                  ((250, 7, 37), "contiguous", 256),
+                                                  ((60, 600, 37), "contiguous", 256),
+                                                  ((160, 256, 49), "contiguous", 512),
+                                                  ((1024, 64, 49), "contiguous", 512)], ids=str)
+def test_two_group_runs_in_one_round(monkeypatch, shape, layout, threads, chunk):
     # Float32 runs by elements whose segments hold at most 512 x 16 elements, in one round
-    # (REDUCE_OPS_RUNS_ONCE=1; kAdjacent 0, 512 threads): thread t loads the elements t, t + 512,
-    # ... of its segment, guarded past its end, every load before the first fold. Split rows
-    # (300 x 49 in 4 segments, 250 x 37 in 3, 297 x 37 over (0, 1, 3) in 3, 40 x 4096 off the
-    # 16-byte boundary in 40; chunk64: segments of 2048) and unsplit ones (2220: 600 items, more than
-    # the SMs hold at once; 7840 of the round's 8192); runs of 37 and 49 cross into the next run.
+    # (REDUCE_OPS_RUNS_ONCE=1; kAdjacent 0): thread t loads the elements t, t + kThreads, ... of its
+    # segment, counted, every load before the first fold, its place kept in 32 bits; 256 threads
+    # where the segments hold at most 4096 elements, else 512. Split rows (300 x 49 in 4 segments,
+    # 250 x 37 in 3, 297 x 37 over (0, 1, 3) in 3, 40 x 4096 off the 16-byte boundary in 40, 1024 x
+    # 49 in 8 of 6272 on 512 threads; chunk64: segments of 2048, on 256) and unsplit ones (2220: 600
+    # items, more than the SMs hold at once; 7840 of the 512 threads' 8192); runs of 37 and 49 cross
+    # into the next run.
     if chunk is not None:
         monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
+        threads = 256
     monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", "1")
     x = runs_input(shape, layout, torch.float32)
     dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
@@ -428,25 +437,34 @@ def test_two_group_runs_in_one_round(monkeypatch, shape, layout, chunk):
         fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
         k = runs_kernel_args(lambda: fn(x, dim))
         assert (k["vec"], k["unroll"], k["adjacent"]) == (1, 16, 0), k
-        assert k["name"].split(">(")[0].endswith(", 512"), k  # kThreads
+        assert k["threads"] == threads, k
     check_runs_results(x, dim)
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape", [(128, 256, 49), (96, 256, 49), (64, 512, 49), (256, 256, 49)], ids=str)
+@pytest.mark.parametrize("shape", [(128, 256, 49), (96, 256, 49), (80, 300, 49), (64, 512, 49), (64, 2048, 49),
+                                   (64, 4096, 49), (256, 256, 49)], ids=str)
 def test_two_group_runs_in_one_round_where_few_and_short(shape):
-    # By default the one round takes float32 runs by elements whose segments hold at most 8192
-    # elements and whose items fit the SMs 2 at a time (256 outputs of 6272 or 4704 on 132 SMs);
-    # not 512 outputs (64 x 512 x 49), nor rows of 12544 (split in two: 512 items). Smaller inputs
-    # (up to 2^20 elements and 8192 an output) take the block an output, not the runs kernel.
+    # By default the one round takes float32 runs by elements whose segments hold at most 4096
+    # elements (on 256 threads: 300 outputs of 3920, 512, 2048 and 4096 of 3136), or at most 8192 (on
+    # 512) where the items fit the SMs 2 at a time (on 132 SMs 256 outputs of 6272 or 4704; not rows
+    # of 12544, split in two: 512 items of 6272).
+    # Smaller inputs (up to 2^20 elements and 8192 an output) take the block an output, not the
+    # runs kernel.
     x = make_input(shape, torch.float32, "cuda")
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    items = shape[1] * (2 if shape[0] * shape[2] > 8192 else 1)  # rows of 12544 split in two segments of 6272
-    once = items <= 2 * sms
+    chunk = shape[0] * shape[2]
+    splits = 2 if chunk > 8192 else 1  # rows of 12544 split in two segments of 6272
+    chunk //= splits
+    items = shape[1] * splits
+    narrow = chunk <= 4096
+    once = narrow or items <= 2 * sms
     for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, (0, 2))
         k = runs_kernel_args(lambda: fn(x, (0, 2)))
         assert (k["adjacent"] == 0) == once, (k, sms)
+        if once:
+            assert k["threads"] == (256 if narrow else 512), k
     check_sum(x, (0, 2))
     check_amax(x, (0, 2))
 

@@ -1154,8 +1154,17 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // 160 x 256 x 7 x 7 5.69 -> 4.95 (4.91), 32 x 256 x 15 x 15 5.62 -> 4.89 (3.90), over (0, 2) of 300 x 7
 // x 49 (split in 4) 4.85 -> 4.60 (4.03); amaxes alike, 1.05-1.15x; by events 1.03-1.10x; 96 x 256 x 7
 // x 7 even. Past 2 items an SM (or forced there, REDUCE_OPS_RUNS_ONCE=1) it lost 7-30%: 64 x 512 x 7 x
-// 7 4.99 -> 7.16, the 512-thread blocks taking a second wave.
-constexpr int kOnceThreads = 512, kOnceLoads = 16;
+// 7 4.99 -> 7.16, the 512-thread blocks taking a second wave. These small kernels wait on issue: a
+// thread's place kept in 32 bits and its loads counted once (thread_reduce_runs_once) cut the
+// instructions to the fold by a quarter (437 -> 327 in the amax's SASS) and gained 1.03-1.15x in
+// graphs (128 x 256 x 7 x 7 sum 4.81 -> 4.44, 96 x 256 x 7 x 7 4.75 -> 4.16; session95.txt section 3),
+// and so made 256 threads x 16 (4 blocks an SM) win where the segments hold at most 4096 elements, on
+// every count of items measured, 2-124 an SM (sections 4-5, against the adjacent or strided kernels,
+// graphs: 64 x 512 x 7 x 7 sum 4.98 -> 4.37 (torch.compile 3.92), 48 x 512 x 7 x 7 4.66 -> 4.13, 60 x
+// 600 x 37 amax 4.94 -> 4.19, 80 x 1536 x 7 x 7 amax 11.16 -> 8.48, 64 x 8192 x 7 x 7 sum 42.07 ->
+// 34.55 (30.82), 48 x 16384 x 7 x 7 69.39 -> 64.88, 60 x 4800 x 37 21.08 -> 20.73; by events 1.04-1.11x,
+// section 3), and over 512 x 16 at few items (300 x 7 x 49 4.39 -> 4.13).
+constexpr int kOnceWideThreads = 512, kOnceLoads = 16;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
@@ -1198,23 +1207,31 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
-  // Float32 runs by elements: in one round of 512 threads x 16 (above) where the segments fit it
-  // and the items fit the SMs 2 at a time; else 4 adjacent a thread (above), unless a segment's last
-  // round is 45% to 7/8 full, where the strided loads won; where the items fit the SMs 4 at a time
-  // on 48 registers (every load of a round issued before the first fold), else 8 at a time on 32
-  // (an amax's first 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0 never, 1
-  // wherever the segments fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always (the one round's rule
-  // only where it is not set).
+  // Float32 runs by elements: in one round (above) of 256 threads x 16 where the segments hold at
+  // most 4096 elements, of 512 x 16 where they hold at most 8192 and the items fit the SMs 2 at a
+  // time, both where a row's runs span less than 2^31 elements
+  // (32-bit offsets); else 4 adjacent a thread (above), unless a segment's last round is 45% to 7/8
+  // full, where the strided loads won; where the items fit the SMs 4 at a time on 48 registers
+  // (every load of a round issued before the first fold), else 8 at a time on 32 (an amax's first 4
+  // loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0 never, 1 wherever the segments
+  // fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always (the one round's rule only where it is not set).
   int threads = kRowsBlockThreads;
   int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
   if constexpr (sizeof(In) == 4) {
     if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
       const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
-      const int64_t once = a.chunk <= kOnceThreads * kOnceLoads ? env_nonnegative("REDUCE_OPS_RUNS_ONCE", 2) : 0;
-      if (once == 1 || (once == 2 && adjacent == 2 && items <= 2 * sm_count())) {
-        kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 2, 0, kOnceThreads>;
-        threads = kOnceThreads;
-        stride = kOnceThreads;
+      const bool span32 = (g.qs - 1) * a.q_stride + a.run_packs <= INT32_MAX;  // the one round's offsets
+      const int64_t once =
+          span32 && a.chunk <= kOnceWideThreads * kOnceLoads ? env_nonnegative("REDUCE_OPS_RUNS_ONCE", 2) : 0;
+      const bool narrow = a.chunk <= kRowsBlockThreads * kOnceLoads;
+      if (once == 1 || (once == 2 && adjacent == 2 && (narrow || items <= 2 * sm_count()))) {
+        if (narrow) {
+          kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, 0>;
+        } else {
+          kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 2, 0, kOnceWideThreads>;
+          threads = kOnceWideThreads;
+          stride = kOnceWideThreads;
+        }
       } else if (adjacent == 1 || (adjacent == 2 && (last < round * 9 / 20 || last >= round * 7 / 8))) {
         kernel = items <= 4 * sm_count() ? reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 4, 4>
                                          : reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 4>;

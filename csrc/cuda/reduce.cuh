@@ -1105,23 +1105,42 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
 }
 
 // This thread's partial over elements tid, tid + kThreads, ... of [start, end), a segment of at most
-// kThreads x kLoads elements: one round, every load issued before the first fold (a guarded load
-// past `end` gives the identity), so one trip to memory where rounds of 8 took several. The 16
-// values fold a level by hand, then as 8 (tree_fold left 16 rolled in local memory, session 93).
+// kThreads x kLoads elements: one round, every load issued before the first fold (a load past `end`
+// gives the identity), so one trip to memory where rounds of 8 took several. Its place in the runs
+// is kept in 32 bits, an offset from `row` (the row's runs span less than 2^31 elements:
+// launch_two_groups_runs checks), and its loads are counted once (`left`), so that a load costs a
+// compare, two adds, a select and an address (RunCursor's 64-bit pointer and a 64-bit bound a load
+// issued half again as many instructions, and these small kernels wait on issue). Offsets past the
+// span wrap harmlessly: only the loads counted are made. The 16 values fold a level by hand, then as
+// 8 (tree_fold left 16 rolled in local memory, session 93).
 template <int kLoads, int kThreads, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
                                                                    int64_t start, int64_t end, const R& r) {
   using V = typename R::Value;
   static_assert(kLoads == 16, "folds a level of 16, then tree_fold's 8");
-  int64_t f = start + threadIdx.x;
-  RunCursor<In> c(row, a, f);
+  const int64_t f = start + threadIdx.x;
+  const int left = f < end ? static_cast<int>((end - f + kThreads - 1) / kThreads) : 0;  // at most kLoads
+  const uint32_t run = static_cast<uint32_t>(a.run_packs), at = static_cast<uint32_t>(f);
+  uint32_t j = at % run;                                        // its place in its run
+  uint32_t off = (at / run) * static_cast<uint32_t>(a.q_stride) + j;  // and in memory, from row
+  const uint32_t step_j = static_cast<uint32_t>(a.step_packs), step_off = static_cast<uint32_t>(a.step_ptr),
+                 wrap = static_cast<uint32_t>(a.wrap_ptr);
+  // Opaque to the compiler, so that a load's address is one multiply-add (base + off): else it folded
+  // row's own sum into each load's, a 64-bit add and shift and a reload of x a load. Its loads by
+  // __ldg: the opaque pointer lost the read-only path (LD, not LDG.CONSTANT).
+  const In* base = row;
+  asm("" : "+l"(base));
   const V none = r.finish(R::identity());
   V v[kLoads];
 #pragma unroll
   for (int u = 0; u < kLoads; ++u) {
-    v[u] = f < end ? static_cast<V>(*c.p) : none;
-    f += kThreads;
-    c.step(a);
+    v[u] = u < left ? static_cast<V>(__ldg(base + off)) : none;
+    off += step_off;
+    j += step_j;
+    if (j >= run) {
+      j -= run;
+      off += wrap;
+    }
   }
   const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
   V w[kLoads / 2];
@@ -1136,8 +1155,8 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
 // segment reads its output's runs as they lie, and no second launch waits on the first.
 // kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which);
 // kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1);
-// kAdjacent 0: segments of at most kThreads x kUnroll elements in one round
-// (thread_reduce_runs_once, kVec 1).
+// kAdjacent 0: segments of at most kThreads x kUnroll elements in one round, a row's runs within 2^31
+// elements (thread_reduce_runs_once, kVec 1).
 template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent,
           int kThreads = kRowsBlockThreads>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
