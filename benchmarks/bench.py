@@ -146,8 +146,9 @@ SHAPES_2D["full"] = sorted(
     key=lambda s: (s[1], s[0]))
 # Reductions over several dims, or a middle one, as models make them (sum and amax only): a
 # channel's statistics over batch and length of (N, C, L), batch norm's over (N, H, W) of NCHW
-# activations (large and small images), and a sum over the sequence of (B, T, C). Their dims are
-# apart in memory (all but the last), so the binding reduces them in stages.
+# activations (large and small images), and a sum over the sequence of (B, T, C). Their reduced
+# dims are apart in memory (all but the last); two groups of them take one launch of the runs
+# kernel (a channel's contiguous runs, reduce.cu's launch_two_groups_runs), a middle dim the columns.
 DIMS_CASES = {
     "models": [], "small": [], "default": [], "full": [],
     "dims": [((64, 512, 2048), (0, 2)), ((128, 128, 64, 64), (0, 2, 3)), ((256, 512, 7, 7), (0, 2, 3)),
