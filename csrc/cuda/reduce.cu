@@ -1156,7 +1156,7 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // x 7 even. Past 2 items an SM (or forced there, REDUCE_OPS_RUNS_ONCE=1) it lost 7-30%: 64 x 512 x 7 x
 // 7 4.99 -> 7.16, the 512-thread blocks taking a second wave. These small kernels wait on issue: a
 // thread's place kept in 32 bits and its loads counted once (thread_reduce_runs_once) cut the
-// instructions to the fold by a quarter (437 -> 327 in the amax's SASS) and gained 1.03-1.15x in
+// instructions to the block's fold by a quarter (437 -> 327 in the amax's SASS) and gained 1.03-1.15x in
 // graphs (128 x 256 x 7 x 7 sum 4.81 -> 4.44, 96 x 256 x 7 x 7 4.75 -> 4.16; session95.txt section 3),
 // and so made 256 threads x 16 (4 blocks an SM) win where the segments hold at most 4096 elements, on
 // every count of items measured, 2-124 an SM (sections 4-5, against the adjacent or strided kernels,
@@ -1209,12 +1209,12 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
   // Float32 runs by elements: in one round (above) of 256 threads x 16 where the segments hold at
   // most 4096 elements, of 512 x 16 where they hold at most 8192 and the items fit the SMs 2 at a
-  // time, both where a row's runs span less than 2^31 elements
-  // (32-bit offsets); else 4 adjacent a thread (above), unless a segment's last round is 45% to 7/8
-  // full, where the strided loads won; where the items fit the SMs 4 at a time on 48 registers
-  // (every load of a round issued before the first fold), else 8 at a time on 32 (an amax's first 4
-  // loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0 never, 1 wherever the segments
-  // fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always (the one round's rule only where it is not set).
+  // time, both where a row's runs span less than 2^31 elements (32-bit offsets); else 4 adjacent a
+  // thread (above), unless a segment's last round is 45% to 7/8 full, where the strided loads won;
+  // where the items fit the SMs 4 at a time on 48 registers (every load of a round issued before
+  // the first fold), else 8 at a time on 32 (an amax's first 4 loads folded before the last 4
+  // issue). REDUCE_OPS_RUNS_ONCE: 0 never, 1 wherever the segments fit; REDUCE_OPS_RUNS_ADJACENT: 0
+  // never, 1 always (the one round's rule only where it is not set).
   int threads = kRowsBlockThreads;
   int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
   if constexpr (sizeof(In) == 4) {
