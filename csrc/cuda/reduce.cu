@@ -1146,10 +1146,10 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // rule's band they are now within 0.98-1.02x of the strided loads; the rule stays (session94.txt
 // section 2, 13 shapes: without it sums 0.979-1.019x, amaxes 0.996-1.032x). On the 8-block
 // kernel amaxes lost 4% (256 x 1024 x 49 18.91 -> 19.65, 60 x 600 x 37 7.62 -> 7.97): per thread.
-// Float32 runs by elements in one round (thread_reduce_runs_once, 512 threads x 16 loads): torch.compile's
-// kernel for these (Triton, its row length a constant, its loop unrolled) issues every load of a thread
-// before the first add, one trip to memory, where rounds of 8 took 3-4; a CUDA copy of it with the loop
-// left rolled was as slow as ours (session94.txt sections 6-8). H200, us, CUDA graphs, session 93's
+// Float32 runs by elements in one round (thread_reduce_runs_once, 16 loads a thread; 512 threads at
+// first, session 94): torch.compile's kernel for these (Triton, its row length a constant, its loop
+// unrolled) issues every load of a thread before the first add, one trip to memory, where rounds of 8
+// took 3-4; a CUDA copy of it with the loop left rolled was as slow as ours (session94.txt sections 6-8). H200, us, CUDA graphs, session 93's
 // kernels -> one round (torch.compile): sums over (0, 2, 3) of 128 x 256 x 7 x 7 5.40 -> 4.82 (3.84),
 // 160 x 256 x 7 x 7 5.69 -> 4.95 (4.91), 32 x 256 x 15 x 15 5.62 -> 4.89 (3.90), over (0, 2) of 300 x 7
 // x 49 (split in 4) 4.85 -> 4.60 (4.03); amaxes alike, 1.05-1.15x; by events 1.03-1.10x; 96 x 256 x 7
