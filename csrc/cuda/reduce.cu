@@ -1146,24 +1146,24 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // rule's band they are now within 0.98-1.02x of the strided loads; the rule stays (session94.txt
 // section 2, 13 shapes: without it sums 0.979-1.019x, amaxes 0.996-1.032x). On the 8-block
 // kernel amaxes lost 4% (256 x 1024 x 49 18.91 -> 19.65, 60 x 600 x 37 7.62 -> 7.97): per thread.
-// Float32 runs by elements in one round (thread_reduce_runs_once, 16 loads a thread; 512 threads at
-// first, session 94): torch.compile's kernel for these (Triton, its row length a constant, its loop
-// unrolled) issues every load of a thread before the first add, one trip to memory, where rounds of 8
-// took 3-4; a CUDA copy of it with the loop left rolled was as slow as ours (session94.txt sections 6-8). H200, us, CUDA graphs, session 93's
-// kernels -> one round (torch.compile): sums over (0, 2, 3) of 128 x 256 x 7 x 7 5.40 -> 4.82 (3.84),
-// 160 x 256 x 7 x 7 5.69 -> 4.95 (4.91), 32 x 256 x 15 x 15 5.62 -> 4.89 (3.90), over (0, 2) of 300 x 7
-// x 49 (split in 4) 4.85 -> 4.60 (4.03); amaxes alike, 1.05-1.15x; by events 1.03-1.10x; 96 x 256 x 7
-// x 7 even. Past 2 items an SM (or forced there, REDUCE_OPS_RUNS_ONCE=1) it lost 7-30%: 64 x 512 x 7 x
-// 7 4.99 -> 7.16, the 512-thread blocks taking a second wave. These small kernels wait on issue: a
-// thread's place kept in 32 bits and its loads counted once (thread_reduce_runs_once) cut the
+// Float32 runs by elements in one round (thread_reduce_runs_once, 16 loads a thread; 512 threads at first,
+// session 94): torch.compile's kernel for these (Triton, its row length a constant, its loop unrolled)
+// issues every load of a thread before the first add, one trip to memory, where rounds of 8 took 3-4; a
+// CUDA copy of it with the loop left rolled was as slow as ours (session94.txt sections 6-8). H200, us,
+// CUDA graphs, session 93's kernels -> one round (torch.compile): sums over (0, 2, 3) of 128 x 256 x 7 x 7
+// 5.40 -> 4.82 (3.84), 160 x 256 x 7 x 7 5.69 -> 4.95 (4.91), 32 x 256 x 15 x 15 5.62 -> 4.89 (3.90), over
+// (0, 2) of 300 x 7 x 49 (split in 4) 4.85 -> 4.60 (4.03); amaxes alike, 1.05-1.15x; by events 1.03-1.10x;
+// 96 x 256 x 7 x 7 even. Past 2 items an SM (or forced there, REDUCE_OPS_RUNS_ONCE=1) it lost 7-30%: 64 x
+// 512 x 7 x 7 4.99 -> 7.16, the 512-thread blocks taking a second wave. These small kernels wait on issue:
+// a thread's place kept in 32 bits and its loads counted once (thread_reduce_runs_once) cut the
 // instructions to the block's fold by a quarter (437 -> 327 in the amax's SASS) and gained 1.03-1.15x in
-// graphs (128 x 256 x 7 x 7 sum 4.81 -> 4.44, 96 x 256 x 7 x 7 4.75 -> 4.16; session95.txt section 3),
-// and so made 256 threads x 16 (4 blocks an SM) win where the segments hold at most 4096 elements, on
-// every count of items measured, 2-124 an SM (sections 4-5, against the adjacent or strided kernels,
-// graphs: 64 x 512 x 7 x 7 sum 4.98 -> 4.37 (torch.compile 3.92), 48 x 512 x 7 x 7 4.66 -> 4.13, 60 x
-// 600 x 37 amax 4.94 -> 4.19, 80 x 1536 x 7 x 7 amax 11.16 -> 8.48, 64 x 8192 x 7 x 7 sum 42.07 ->
-// 34.55 (30.82), 48 x 16384 x 7 x 7 69.39 -> 64.88, 60 x 4800 x 37 21.08 -> 20.73; by events 1.04-1.11x,
-// section 3), and over 512 x 16 at few items (300 x 7 x 49 4.39 -> 4.13).
+// graphs (128 x 256 x 7 x 7 sum 4.81 -> 4.44, 96 x 256 x 7 x 7 4.75 -> 4.16; session95.txt section 3), and
+// so made 256 threads x 16 (4 blocks an SM) win where the segments hold at most 4096 elements, on every
+// count of items measured, 2-124 an SM (sections 4-5, against the adjacent or strided kernels, graphs: 64
+// x 512 x 7 x 7 sum 4.98 -> 4.37 (torch.compile 3.92), 48 x 512 x 7 x 7 4.66 -> 4.13, 60 x 600 x 37 amax
+// 4.94 -> 4.19, 80 x 1536 x 7 x 7 amax 11.16 -> 8.48, 64 x 8192 x 7 x 7 sum 42.07 -> 34.55 (30.82), 48 x
+// 16384 x 7 x 7 69.39 -> 64.88, 60 x 4800 x 37 21.08 -> 20.73; by events 1.04-1.11x, section 3), and over
+// 512 x 16 at few items (300 x 7 x 49 4.39 -> 4.13).
 constexpr int kOnceWideThreads = 512, kOnceLoads = 16;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
