@@ -1110,9 +1110,10 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
 // is kept in 32 bits, an offset from `row` (the row's runs span less than 2^31 elements:
 // launch_two_groups_runs checks), and its loads are counted once (`left`), so that a load costs a
 // compare, two adds, a select and an address (RunCursor's 64-bit pointer and a 64-bit bound a load
-// issued half again as many instructions, and these small kernels wait on issue). Offsets past the
-// span wrap harmlessly: only the loads counted are made. The 16 values fold a level by hand, then as
-// 8 (tree_fold left 16 rolled in local memory, session 93).
+// took 200 instructions for the 16 loads where these take 110, and these small kernels wait on
+// issue; session95.txt section 3). Offsets past the span wrap harmlessly: only the loads counted
+// are made. The 16 values fold a level by hand, then as 8 (tree_fold left 16 rolled in local
+// memory, session 93).
 template <int kLoads, int kThreads, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
                                                                    int64_t start, int64_t end, const R& r) {
