@@ -299,7 +299,7 @@ def runs_kernel_args(fn):
     leaves the tests' reading as it was)."""
     names = [e["name"] for e in cuda_kernel_events(fn)]
     assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
-    ints = re.search(r"((?:, \d+)+)>\(", names[0]).group(1)
+    ints = re.search(r"((?:, -?\d+)+)>\(", names[0]).group(1)
     vec, unroll, min_blocks, adjacent, threads = (int(v) for v in ints.split(", ")[1:6])
     return {"vec": vec, "unroll": unroll, "min_blocks": min_blocks, "adjacent": adjacent, "threads": threads,
             "name": names[0]}
@@ -442,29 +442,60 @@ def test_two_group_runs_in_one_round(monkeypatch, shape, layout, threads, chunk)
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape", [(128, 256, 49), (96, 256, 49), (80, 300, 49), (64, 512, 49), (64, 2048, 49),
-                                   (64, 4096, 49), (256, 256, 49)], ids=str)
-def test_two_group_runs_in_one_round_where_few_and_short(shape):
-    # By default the one round takes float32 runs by elements whose segments hold at most 4096
-    # elements (on 256 threads: 300 outputs of 3920, 512, 2048 and 4096 of 3136), or at most 8192 (on
-    # 512) where the items fit the SMs 2 at a time (on 132 SMs 256 outputs of 6272 or 4704; not rows
-    # of 12544, split in two: 512 items of 6272).
-    # Smaller inputs (up to 2^20 elements and 8192 an output) take the block an output, not the
-    # runs kernel.
+@pytest.mark.parametrize("chunk", [None, "64", "8192", "4352"], ids=["auto", "chunk64", "chunk8192", "chunk4352"])
+@pytest.mark.parametrize("shape,layout", [((300, 7, 49), "contiguous"), ((40, 6, 4097), ("cut", 1)),
+                                          ((9, 33, 2, 37), "contiguous"), ((250, 7, 37), "contiguous"),
+                                          ((60, 600, 37), "contiguous"), ((160, 256, 49), "contiguous"),
+                                          ((1024, 64, 49), "contiguous"), ((224, 320, 49), "contiguous"),
+                                          ((442, 7, 37), "contiguous")], ids=str)
+def test_two_group_runs_in_rounds_of_16(monkeypatch, shape, layout, chunk):
+    # Float32 runs by elements in rounds of 256 threads x 16 loads (REDUCE_OPS_RUNS_ONCE=3; kAdjacent
+    # -1), every load of a round before its fold, the place kept in 32 bits: whole rounds, then a
+    # guarded one of 1-16 loads. Segments of one guarded round (300 x 49 in 4, 250 x 37 in 3, 297 x 37
+    # over (0, 1, 3) in 3, 40 x 4096 off the 16-byte boundary in 40), of 2220 values unsplit (600
+    # items), 7840 (a whole round, then 14-15 loads), 1024 x 49 in 8 of 6272, 224 x 49 (10976 unsplit: two
+    # whole rounds, then 10-11 loads); chunk64: segments of 2048 (8 loads); chunk8192: 442 x 37 =
+    # 16354 in a segment of 8192 (two whole rounds, the guarded one making all 16) and one of 8162;
+    # chunk4352: 1024 x 49 in 12 of 4224 (17 loads for a block's first 128 threads, 16 for the rest).
+    if chunk is not None:
+        monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
+    monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", "3")
+    x = runs_input(shape, layout, torch.float32)
+    dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
+        k = runs_kernel_args(lambda: fn(x, dim))
+        assert (k["vec"], k["unroll"], k["min_blocks"], k["adjacent"], k["threads"]) == (1, 16, 4, -1, 256), k
+    check_runs_results(x, dim)
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,chunk,items", [
+    ((128, 256, 49), 6272, 256), ((96, 256, 49), 4704, 256), ((80, 300, 49), 3920, 300), ((64, 512, 49), 3136, 512),
+    ((64, 2048, 49), 3136, 2048), ((64, 4096, 49), 3136, 4096), ((256, 256, 49), 6272, 512),
+    ((128, 512, 49), 6272, 512), ((160, 512, 49), 7840, 512), ((300, 200, 49), 4928, 600),
+    ((224, 320, 49), 10976, 320), ((256, 512, 49), 12544, 512), ((120, 700, 37), 4440, 700)], ids=str)
+def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items):
+    # By default float32 runs by elements take one round where the segments hold at most 4096
+    # elements (256 threads), or at most 8192 where the items fit the SMs 2 at a time (512 threads);
+    # past that rounds of 256 x 16 where a thread makes at most 3 (kRoundsMax: segments of up to
+    # 12288) and the items fit the SMs 5 at a time (kRoundsMaxItemsPerSM), else the adjacent kernels
+    # (here: 12544 values, 4 rounds; 700 outputs of 4440, past 5 an SM on 132 SMs). chunk and items:
+    # launch_two_groups_runs's split plan (rows of 12544 split in two segments of 6272 where 256,
+    # kept whole where 512; of 14700 in three of 4928; the launch's grid checks items). Smaller
+    # inputs (up to 2^20 elements and 8192 an output) take the block an output, not the runs kernel.
     x = make_input(shape, torch.float32, "cuda")
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    chunk = shape[0] * shape[2]
-    splits = 2 if chunk > 8192 else 1  # rows of 12544 split in two segments of 6272
-    chunk //= splits
-    items = shape[1] * splits
-    narrow = chunk <= 4096
-    once = narrow or items <= 2 * sms
+    if chunk <= 4096 or items <= 2 * sms and chunk <= 8192:
+        expected = (0, 256 if chunk <= 4096 else 512)
+    else:
+        expected = (-1, 256) if chunk <= 3 * 4096 and items <= 5 * sms else (4, 256)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, (0, 2))
         k = runs_kernel_args(lambda: fn(x, (0, 2)))
-        assert (k["adjacent"] == 0) == once, (k, sms)
-        if once:
-            assert k["threads"] == (256 if narrow else 512), k
+        assert (k["adjacent"], k["threads"]) == expected, (k, sms)
+        grids = cuda_launch_dims(lambda: fn(x, (0, 2)), "reduce_two_groups_runs_kernel")
+        assert [g[0] for g, _ in grids] == [items], grids
     check_sum(x, (0, 2))
     check_amax(x, (0, 2))
 
@@ -1448,6 +1479,35 @@ def test_few_row_and_one_round_split_sums_are_within_their_tree_depth(kind, view
     n = x.numel() if dim is None else x.shape[dim]  # the values summed into one result
     segment = min(n, 2048 * (16 // x.element_size()))
     assert_float32_sum_within(x, dim, math.ceil(math.log2(segment)) + 4 + (2 if n > segment else 0))
+
+
+RUNS_SUM_CASES = {  # shape over (0, 2), REDUCE_OPS_RUNS_ONCE, kAdjacent, plain, the error bound in ulps of sum|x|
+    "once256": ((64, 512, 49), "1", 0, True, math.ceil(math.log2(3136)) + 4),
+    "once512": ((128, 256, 49), "1", 0, True, math.ceil(math.log2(6272)) + 4),
+    "once_split": ((300, 7, 49), "1", 0, False, math.ceil(math.log2(4096)) + 4 + 2),
+    "rounds": ((224, 320, 49), "3", -1, False, 8),
+    "rounds_split": ((1024, 64, 49), "3", -1, False, 8),
+}
+
+
+@requires_cuda
+@pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
+@pytest.mark.parametrize("case", list(RUNS_SUM_CASES))
+def test_runs_by_elements_sums_are_within_their_bounds(monkeypatch, kind, case):
+    # Float32 runs by elements (reduce_two_groups_runs_kernel, 16 loads a round): an unsplit one
+    # round (3136 values on 256 threads, 6272 on 512) is summed as one pairwise tree, plain
+    # (launch_two_groups_runs launches it with PlainReducer): |error| <= depth * u * sum|x|, depth <=
+    # ceil(log2(n)) + 4. Split, each segment (here of at most 4096) so and the partials folded
+    # compensated: two roundings more. Rounds of 16 (10976 values unsplit, 1024 x 49 in 8 segments)
+    # add each round's tree of 16 compensated (NeumaierReducer), as
+    # test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum's sums: <= 8 u sum|x|.
+    shape, once, adjacent, plain, ulps = RUNS_SUM_CASES[case]
+    monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", once)
+    x = _hard_sum_inputs(1 << 24, "cuda")[kind][: math.prod(shape)].view(shape)
+    reduce_ops.sum(x, (0, 2))  # the stream's first split launch makes its counters (a fill kernel)
+    k = runs_kernel_args(lambda: reduce_ops.sum(x, (0, 2)))
+    assert k["adjacent"] == adjacent and ("PlainReducer" in k["name"]) == plain, k
+    assert_float32_sum_within(x, (0, 2), ulps)
 
 
 @requires_cuda

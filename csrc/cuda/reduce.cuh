@@ -1104,23 +1104,24 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
   return acc;
 }
 
-// This thread's partial over elements tid, tid + kThreads, ... of [start, end), a segment of at most
-// kThreads x kLoads elements: one round, every load issued before the first fold (a load past `end`
-// gives the identity), so one trip to memory where rounds of 8 took several. Its place in the runs
-// is kept in 32 bits, an offset from `row` (the row's runs span less than 2^31 elements:
-// launch_two_groups_runs checks), and its loads are counted once (`left`), so that a load costs a
-// compare, two adds, a select and an address (RunCursor's 64-bit pointer and a 64-bit bound a load
-// took 200 instructions for the 16 loads where these take 110, and these small kernels wait on
-// issue; session95.txt section 3). Offsets past the span wrap harmlessly: only the loads counted
-// are made. The 16 values fold a level by hand, then as 8 (tree_fold left 16 rolled in local
-// memory, session 93).
-template <int kLoads, int kThreads, typename In, typename R>
+// This thread's partial over elements tid, tid + kThreads, ... of [start, end): rounds of kLoads loads,
+// every load of a round issued before its first fold (a load past `end` gives the identity), so one
+// trip to memory a round where rounds of 8 took several. Without kRounds the segment holds at most
+// kThreads x kLoads elements: one round. With it, whole rounds come first and the last, guarded one
+// makes the 1-kLoads loads left. Its place in the runs is kept in 32 bits, an offset from `row` (the
+// row's runs span less than 2^31 elements: launch_two_groups_runs checks), and its loads are counted
+// once (`left`), so that a load costs a compare, two adds, a select and an address (RunCursor's 64-bit
+// pointer and a 64-bit bound a load took 200 instructions for the 16 loads where these take 110, and
+// these small kernels wait on issue; session95.txt section 3). Offsets past the span wrap harmlessly:
+// only the loads counted are made. A round's 16 values fold a level by hand, then as 8 (tree_fold left
+// 16 rolled in local memory, session 93).
+template <int kLoads, int kThreads, bool kRounds, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
                                                                    int64_t start, int64_t end, const R& r) {
   using V = typename R::Value;
   static_assert(kLoads == 16, "folds a level of 16, then tree_fold's 8");
   const int64_t f = start + threadIdx.x;
-  const int left = f < end ? static_cast<int>((end - f + kThreads - 1) / kThreads) : 0;  // at most kLoads
+  int left = f < end ? static_cast<int>((end - f + kThreads - 1) / kThreads) : 0;  // kLoads at most without kRounds
   const uint32_t run = static_cast<uint32_t>(a.run_packs), at = static_cast<uint32_t>(f);
   uint32_t j = at % run;                                        // its place in its run
   uint32_t off = (at / run) * static_cast<uint32_t>(a.q_stride) + j;  // and in memory, from row
@@ -1132,22 +1133,29 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
   const In* base = row;
   asm("" : "+l"(base));
   const V none = r.finish(R::identity());
-  V v[kLoads];
-#pragma unroll
-  for (int u = 0; u < kLoads; ++u) {
-    v[u] = u < left ? static_cast<V>(__ldg(base + off)) : none;
-    off += step_off;
-    j += step_j;
-    if (j >= run) {
-      j -= run;
-      off += wrap;
-    }
-  }
   const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
-  V w[kLoads / 2];
+  const auto round = [&](int count) {  // kLoads loads, the first `count` made, folded
+    V v[kLoads];
 #pragma unroll
-  for (int k = 0; k < kLoads / 2; ++k) w[k] = reduce(v[k], v[k + kLoads / 2]);
-  return r.add(R::identity(), tree_fold(w, reduce));
+    for (int u = 0; u < kLoads; ++u) {
+      v[u] = u < count ? static_cast<V>(__ldg(base + off)) : none;
+      off += step_off;
+      j += step_j;
+      if (j >= run) {
+        j -= run;
+        off += wrap;
+      }
+    }
+    V w[kLoads / 2];
+#pragma unroll
+    for (int k = 0; k < kLoads / 2; ++k) w[k] = reduce(v[k], v[k + kLoads / 2]);
+    return tree_fold(w, reduce);
+  };
+  typename R::Acc acc = R::identity();
+  if constexpr (kRounds) {
+    for (; left > kLoads; left -= kLoads) acc = r.add(acc, round(kLoads));
+  }
+  return r.add(acc, round(left));
 }
 
 // Runs of two reduced groups in one launch: a block of kThreads an item (TwoGroupsRunsArgs), its
@@ -1156,8 +1164,8 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
 // segment reads its output's runs as they lie, and no second launch waits on the first.
 // kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which);
 // kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1);
-// kAdjacent 0: segments of at most kThreads x kUnroll elements in one round, a row's runs within 2^31
-// elements (thread_reduce_runs_once, kVec 1).
+// kAdjacent 0: segments of at most kThreads x kUnroll elements in one round, -1: segments of any
+// length in rounds of kUnroll, both a row's runs within 2^31 elements (thread_reduce_runs_once, kVec 1).
 template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent,
           int kThreads = kRowsBlockThreads>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -1171,9 +1179,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     const In* base = x + (o * a.outer_stride + (row - o * a.inner) * a.inner_stride) * kVec;
     const int64_t start = seg * a.chunk, end = a.row_packs - start < a.chunk ? a.row_packs : start + a.chunk;
     typename R::Acc part;
-    if constexpr (kAdjacent == 0) {
-      static_assert(kVec == 1, "one round by elements");
-      part = thread_reduce_runs_once<kUnroll, kThreads>(base, a, start, end, r);
+    if constexpr (kAdjacent <= 0) {
+      static_assert(kVec == 1 && kAdjacent >= -1, "rounds by elements");
+      part = thread_reduce_runs_once<kUnroll, kThreads, (kAdjacent < 0)>(base, a, start, end, r);
     } else if constexpr (kAdjacent > 1) {
       // Warp-uniform whole rounds on the 4-block kernel only: on the 8-block one they lost amaxes
       // 4% (launch_two_groups_runs).
