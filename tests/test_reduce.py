@@ -412,32 +412,31 @@ def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(monkeypatch,
 
 @requires_cuda
 @pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
-@pytest.mark.parametrize("shape,layout,threads", [((300, 7, 49), "contiguous", 256), ((40, 6, 4097), ("cut", 1), 256),
-                                                  ((9, 33, 2, 37), "contiguous", 256),
-                                                  ((250, 7, 37), "contiguous", 256),
-                                                  ((60, 600, 37), "contiguous", 256),
-                                                  ((160, 256, 49), "contiguous", 512),
-                                                  ((1024, 64, 49), "contiguous", 512)], ids=str)
-def test_two_group_runs_in_one_round(monkeypatch, shape, layout, threads, chunk):
-    # Float32 runs by elements whose segments hold at most 512 x 16 elements, in one round
-    # (REDUCE_OPS_RUNS_ONCE=1; kAdjacent 0): thread t loads the elements t, t + kThreads, ... of its
-    # segment, counted, every load before the first fold, its place kept in 32 bits; 256 threads
-    # where the segments hold at most 4096 elements, else 512. Split rows (300 x 49 in 4 segments,
-    # 250 x 37 in 3, 297 x 37 over (0, 1, 3) in 3, 40 x 4096 off the 16-byte boundary in 40, 1024 x
-    # 49 in 8 of 6272 on 512 threads; chunk64: segments of 2048, on 256) and unsplit ones (2220: 600
-    # items, more than the SMs hold at once; 7840 of the 512 threads' 8192); runs of 37 and 49 cross
-    # into the next run.
+@pytest.mark.parametrize("shape,layout,loads", [((300, 7, 49), "contiguous", 16), ((40, 6, 4097), ("cut", 1), 16),
+                                                ((9, 33, 2, 37), "contiguous", 16),
+                                                ((250, 7, 37), "contiguous", 16),
+                                                ((60, 600, 37), "contiguous", 16),
+                                                ((160, 256, 49), "contiguous", 32),
+                                                ((1024, 64, 49), "contiguous", 32)], ids=str)
+def test_two_group_runs_in_one_round(monkeypatch, shape, layout, loads, chunk):
+    # Float32 runs by elements whose segments hold at most 256 x 32 elements, in one round
+    # (REDUCE_OPS_RUNS_ONCE=1; kAdjacent 0) of 256 threads: thread t loads the elements t, t + 256,
+    # ... of its segment, counted, every load before the first fold, its place kept in 32 bits; 16
+    # loads a thread where the segments hold at most 4096 elements, else 32. Split rows (300 x 49 in
+    # 4 segments, 250 x 37 in 3, 297 x 37 over (0, 1, 3) in 3, 40 x 4096 off the 16-byte boundary in
+    # 40, 1024 x 49 in 8 of 6272 on 32 loads; chunk64: segments of 2048, on 16) and unsplit ones
+    # (2220: 600 items, more than the SMs hold at once; 7840 of the 32 loads' 8192); runs of 37 and 49
+    # cross into the next run.
     if chunk is not None:
         monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
-        threads = 256
+        loads = 16
     monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", "1")
     x = runs_input(shape, layout, torch.float32)
     dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
         k = runs_kernel_args(lambda: fn(x, dim))
-        assert (k["vec"], k["unroll"], k["adjacent"]) == (1, 16, 0), k
-        assert k["threads"] == threads, k
+        assert (k["vec"], k["unroll"], k["min_blocks"], k["adjacent"], k["threads"]) == (1, loads, 4, 0, 256), k
     check_runs_results(x, dim)
 
 
@@ -476,24 +475,25 @@ def test_two_group_runs_in_rounds_of_16(monkeypatch, shape, layout, chunk):
     ((128, 512, 49), 6272, 512), ((160, 512, 49), 7840, 512), ((300, 200, 49), 4928, 600),
     ((224, 320, 49), 10976, 320), ((256, 512, 49), 12544, 512), ((120, 700, 37), 4440, 700)], ids=str)
 def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items):
-    # By default float32 runs by elements take one round where the segments hold at most 4096
-    # elements (256 threads), or at most 8192 where the items fit the SMs 2 at a time (512 threads);
-    # past that rounds of 256 x 16 where a thread makes at most 3 (kRoundsMax: segments of up to
-    # 12288) and the items fit the SMs 5 at a time (kRoundsMaxItemsPerSM), else the adjacent kernels
-    # (here: 12544 values, 4 rounds; 700 outputs of 4440, past 5 an SM on 132 SMs). chunk and items:
-    # launch_two_groups_runs's split plan (rows of 12544 split in two segments of 6272 where 256,
-    # kept whole where 512; of 14700 in three of 4928; the launch's grid checks items). Smaller
-    # inputs (up to 2^20 elements and 8192 an output) take the block an output, not the runs kernel.
+    # By default float32 runs by elements take one round of 256 threads: 16 loads a thread where the
+    # segments hold at most 4096 elements, 32 where they hold at most 8192 and the items fit the SMs
+    # 4 at a time; past that rounds of 256 x 16 where a thread makes at most 3 (kRoundsMax: segments
+    # of up to 12288) and the items fit the SMs 5 at a time (kRoundsMaxItemsPerSM), else the
+    # adjacent kernels (here: 12544 values, 4 rounds; 700 outputs of 4440, past 5 an SM on 132 SMs).
+    # chunk and items: launch_two_groups_runs's split plan (rows of 12544 split in two segments of
+    # 6272 where 256, kept whole where 512; of 14700 in three of 4928: 600 items, past 4 an SM on 132
+    # SMs, so rounds; the launch's grid checks items). Smaller inputs (up to 2^20 elements and 8192
+    # an output) take the block an output, not the runs kernel.
     x = make_input(shape, torch.float32, "cuda")
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    if chunk <= 4096 or items <= 2 * sms and chunk <= 8192:
-        expected = (0, 256 if chunk <= 4096 else 512)
+    if chunk <= 4096 or chunk <= 8192 and items <= 4 * sms:
+        expected = (0, 16 if chunk <= 4096 else 32)
     else:
-        expected = (-1, 256) if chunk <= 3 * 4096 and items <= 5 * sms else (4, 256)
+        expected = (-1, 16) if chunk <= 3 * 4096 and items <= 5 * sms else (4, 8)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         fn(x, (0, 2))
         k = runs_kernel_args(lambda: fn(x, (0, 2)))
-        assert (k["adjacent"], k["threads"]) == expected, (k, sms)
+        assert (k["adjacent"], k["unroll"], k["threads"]) == (*expected, 256), (k, sms)
         grids = cuda_launch_dims(lambda: fn(x, (0, 2)), "reduce_two_groups_runs_kernel")
         assert [g[0] for g, _ in grids] == [items], grids
     check_sum(x, (0, 2))
@@ -1482,8 +1482,8 @@ def test_few_row_and_one_round_split_sums_are_within_their_tree_depth(kind, view
 
 
 RUNS_SUM_CASES = {  # shape over (0, 2), REDUCE_OPS_RUNS_ONCE, kAdjacent, plain, the error bound in ulps of sum|x|
-    "once256": ((64, 512, 49), "1", 0, True, math.ceil(math.log2(3136)) + 4),
-    "once512": ((128, 256, 49), "1", 0, True, math.ceil(math.log2(6272)) + 4),
+    "once16": ((64, 512, 49), "1", 0, True, math.ceil(math.log2(3136)) + 4),
+    "once32": ((128, 256, 49), "1", 0, True, math.ceil(math.log2(6272)) + 4),
     "once_split": ((300, 7, 49), "1", 0, False, math.ceil(math.log2(4096)) + 4 + 2),
     "rounds": ((224, 320, 49), "3", -1, False, 8),
     "rounds_split": ((1024, 64, 49), "3", -1, False, 8),
@@ -1494,8 +1494,8 @@ RUNS_SUM_CASES = {  # shape over (0, 2), REDUCE_OPS_RUNS_ONCE, kAdjacent, plain,
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
 @pytest.mark.parametrize("case", list(RUNS_SUM_CASES))
 def test_runs_by_elements_sums_are_within_their_bounds(monkeypatch, kind, case):
-    # Float32 runs by elements (reduce_two_groups_runs_kernel, 16 loads a round): an unsplit one
-    # round (3136 values on 256 threads, 6272 on 512) is summed as one pairwise tree, plain
+    # Float32 runs by elements (reduce_two_groups_runs_kernel, 16 or 32 loads a round): an unsplit
+    # one round (3136 values on 16 loads a thread, 6272 on 32) is summed as one pairwise tree, plain
     # (launch_two_groups_runs launches it with PlainReducer): |error| <= depth * u * sum|x|, depth <=
     # ceil(log2(n)) + 4. Split, each segment (here of at most 4096) so and the partials folded
     # compensated: two roundings more. Rounds of 16 (10976 values unsplit, 1024 x 49 in 8 segments)

@@ -1169,7 +1169,17 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // -> plain (torch.compile; session96.txt section 1): 128 x 256 x 7 x 7 4.45 -> 4.28 (3.80), 64 x 512 x 7
 // x 7 4.36 -> 4.22 (3.94), 60 x 600 x 37 4.58 -> 4.21 (4.10), 64 x 2048 x 7 x 7 10.60 -> 9.65 (9.90), 64
 // x 4096 x 7 x 7 18.74 -> 16.88 (17.02); 1.03-1.11x, by events 1.02-1.09x.
-constexpr int kOnceWideThreads = 512, kOnceLoads = 16;
+// Segments of 4097-8192 elements: one round of 256 threads x 32 loads (56 registers, 4 blocks an SM)
+// where the items fit the SMs 4 at a time, in place of 512 x 16 (on up to 2 items an SM) and of the
+// rounds of 16 below. H200, float32, us, CUDA graphs, before -> 256 x 32 (torch.compile; session96.txt
+// section 7): over (0, 2, 3) 96 x 256 x 7 x 7 sum 3.99 -> 3.79 (3.45), 128 x 256 x 7 x 7 4.28 -> 4.14
+// (3.81), 160 x 256 x 7 x 7 amax 4.69 -> 4.52 (5.33) (512 x 16 before, 1.03-1.05x); over (0, 2) 96 x 512
+// x 49 sum 5.92 -> 5.05 (4.71), 128 x 320 x 49 5.12 -> 4.54 (4.20), 128 x 512 x 49 6.23 -> 5.73 (5.40)
+// (rounds before, 1.01-1.17x); split segments (256 x 256 x 7 x 7, 1024 x 64 x 49, 2048 x 32 x 49)
+// 1.00-1.02x, but 64 x 256 x 15 x 15's amax 0.88x (7.55 -> 8.61; 1.00x by events); by events
+// 1.00-1.10x. Past 4 items an SM (two waves) the rounds' 5 blocks an SM won (300 x 200 x 49:
+// 0.92-0.96x), and on segments of up to 4096 the 16-load round (60 x 600 x 37: 0.76-0.86x).
+constexpr int kOnceLoads = 16, kOnceWideLoads = 32;
 // Past the one round, rounds of 256 threads x 16 (kAdjacent -1: each round's 16 loads issued before
 // its fold, a place in 32 bits) where a thread makes at most kRoundsMax of them (segments of up to
 // 12288 elements) and the items fit the SMs 5 at a time (at 48 registers 5 blocks of 256 share an
@@ -1178,7 +1188,8 @@ constexpr int kOnceWideThreads = 512, kOnceLoads = 16;
 // -> 6.70 (strided), 224 x 512 x 49 (3 rounds) 9.27 -> 8.48, 128 x 320 x 49 5.67 -> 5.10, 96 x 256 x
 // 225 11.47 -> 10.64, 2048 x 32 x 49 9.08 -> 8.58, over (0, 2, 3) of 64 x 256 x 15 x 15 9.79 -> 8.81;
 // amax 300 x 200 x 49 (4.5 items an SM) 9.43 -> 8.69; 1.01-1.11x (384 x 256 x 49's amax 0.98, by
-// events 1.04), by events 1.01-1.09x. At 4 rounds they lost 1-3% (256 x 512 x 7 x 7, 12544 values:
+// events 1.04), by events 1.01-1.09x; the 32-load round (above) took over their segments of up to
+// 8192 on up to 4 items an SM (128 x 512 x 49 6.23 -> 5.73, 128 x 320 x 49 5.12 -> 4.54). At 4 rounds they lost 1-3% (256 x 512 x 7 x 7, 12544 values:
 // sum 9.94 -> 10.05, amax 9.72 -> 10.00), at 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37:
 // 0.99-1.01x); at 7.8 items an SM, two waves, lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x
 // 225 18.07 -> 18.74).
@@ -1226,8 +1237,8 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
   // Float32 runs by elements, where a row's runs span less than 2^31 elements (32-bit offsets): in
-  // one round (above) of 256 threads x 16 where the segments hold at most 4096 elements, of 512 x 16
-  // where they hold at most 8192 and the items fit the SMs 2 at a time, an unsplit compensated sum
+  // one round (above) of 256 threads x 16 where the segments hold at most 4096 elements, of 256 x 32
+  // where they hold at most 8192 and the items fit the SMs 4 at a time, an unsplit compensated sum
   // folding plain there (TreeReducer: at most 8192 values, as launch_two_groups); past that in rounds
   // of 256 x 16, at most kRoundsMax a thread, where the items fit the SMs kRoundsMaxItemsPerSM at a
   // time (above). Else 4 adjacent a thread (above), unless a segment's last round is 45% to 7/8
@@ -1235,27 +1246,21 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // (every load of a round issued before the first fold), else 8 at a time on 32 (an amax's first 4
   // loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0 neither one round nor rounds of
   // 16, 1 one round wherever the segments fit (else the adjacent or strided kernels), 3 rounds of 16
-  // wherever the offsets fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always (the 16-load kernels' rule
-  // only where it is not set).
-  int threads = kRowsBlockThreads;
+  // wherever the offsets fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always (the 16- and 32-load
+  // kernels' rule only where it is not set).
   int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
-  bool tree = false;                   // the unsplit one round: a compensated sum folds plain (TreeReducer)
+  int once_loads = 0;                  // the one round's loads a thread, 0 where not taken
   if constexpr (sizeof(In) == 4) {
     if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
       const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
       const bool span32 = (g.qs - 1) * a.q_stride + a.run_packs <= INT32_MAX;  // 32-bit offsets (16 a round)
       const int64_t once = span32 ? env_nonnegative("REDUCE_OPS_RUNS_ONCE", 2) : 0;
-      const bool fits = a.chunk <= kOnceWideThreads * kOnceLoads, narrow = a.chunk <= kRowsBlockThreads * kOnceLoads;
+      const bool fits = a.chunk <= kRowsBlockThreads * kOnceWideLoads, narrow = a.chunk <= kRowsBlockThreads * kOnceLoads;
       const bool rule = once == 2 && adjacent == 2;
-      if (fits && (once == 1 || (rule && (narrow || items <= 2 * sm_count())))) {
-        tree = a.splits == 1;
-        if (narrow) {
-          kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, 0>;
-        } else {
-          kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 2, 0, kOnceWideThreads>;
-          threads = kOnceWideThreads;
-          stride = kOnceWideThreads;
-        }
+      if (fits && (once == 1 || (rule && (narrow || items <= 4 * sm_count())))) {
+        once_loads = narrow ? kOnceLoads : kOnceWideLoads;
+        kernel = narrow ? reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, 0>
+                        : reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceWideLoads, 4, 0>;
       } else if (once == 3 || (rule && a.chunk <= kRoundsMax * kRowsBlockThreads * kOnceLoads &&
                                items <= kRoundsMaxItemsPerSM * sm_count())) {
         kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, -1>;
@@ -1277,15 +1282,15 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   }
   using Tree = typename TreeReducer<R>::type;
   if constexpr (sizeof(In) == 4 && !std::is_same_v<Tree, R>) {  // float32 only: the one round's element loads
-    if (tree) {  // at most 8192 values an output: a tree of depth <= 13
-      const auto once = threads == kOnceWideThreads
-                            ? reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceLoads, 2, 0, kOnceWideThreads>
-                            : reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceLoads, 4, 0>;
-      once<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr, Tree{});
+    if (once_loads > 0 && a.splits == 1) {  // at most 8192 values an output: a tree of depth <= 13
+      const auto once = once_loads == kOnceLoads ? reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceLoads, 4, 0>
+                                                 : reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceWideLoads, 4, 0>;
+      once<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr,
+                                                              Tree{});
       return true;
     }
   }
-  kernel<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters, r);
+  kernel<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters, r);
   return true;
 }
 
