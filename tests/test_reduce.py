@@ -410,6 +410,23 @@ def test_two_group_runs_adjacent_unless_the_last_round_is_half_full(monkeypatch,
     check_amax(x, (0, 2))
 
 
+def check_forced_runs_kernel(monkeypatch, shape, layout, chunk, once, args):
+    """With REDUCE_OPS_RUNS_ONCE=once (and REDUCE_OPS_REDUCE_CHUNK=chunk unless None), float32 runs of
+    shape over (0, 2), or (0, 1, 3) where 4-D, take one launch of the runs kernel with template
+    arguments args (kVec, kUnroll, kMinBlocks, kAdjacent, kThreads) for sum and amax, whose results
+    check_runs_results checks."""
+    if chunk is not None:
+        monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
+    monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", once)
+    x = runs_input(shape, layout, torch.float32)
+    dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
+        k = runs_kernel_args(lambda: fn(x, dim))
+        assert (k["vec"], k["unroll"], k["min_blocks"], k["adjacent"], k["threads"]) == args, k
+    check_runs_results(x, dim)
+
+
 @requires_cuda
 @pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
 @pytest.mark.parametrize("shape,layout,loads", [((300, 7, 49), "contiguous", 16), ((40, 6, 4097), ("cut", 1), 16),
@@ -427,17 +444,7 @@ def test_two_group_runs_in_one_round(monkeypatch, shape, layout, loads, chunk):
     # 40, 1024 x 49 in 8 of 6272 on 32 loads; chunk64: segments of 2048, on 16) and unsplit ones
     # (2220: 600 items, more than the SMs hold at once; 7840 of the 32 loads' 8192); runs of 37 and 49
     # cross into the next run.
-    if chunk is not None:
-        monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
-        loads = 16
-    monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", "1")
-    x = runs_input(shape, layout, torch.float32)
-    dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
-    for fn in (reduce_ops.sum, reduce_ops.amax):
-        fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
-        k = runs_kernel_args(lambda: fn(x, dim))
-        assert (k["vec"], k["unroll"], k["min_blocks"], k["adjacent"], k["threads"]) == (1, loads, 4, 0, 256), k
-    check_runs_results(x, dim)
+    check_forced_runs_kernel(monkeypatch, shape, layout, chunk, "1", (1, 16 if chunk else loads, 4, 0, 256))
 
 
 @requires_cuda
@@ -456,16 +463,7 @@ def test_two_group_runs_in_rounds_of_16(monkeypatch, shape, layout, chunk):
     # whole rounds, then 10-11 loads); chunk64: segments of 2048 (8 loads); chunk8192: 442 x 37 =
     # 16354 in a segment of 8192 (two whole rounds, the guarded one making all 16) and one of 8162;
     # chunk4352: 1024 x 49 in 12 of 4224 (17 loads for a block's first 128 threads, 16 for the rest).
-    if chunk is not None:
-        monkeypatch.setenv("REDUCE_OPS_REDUCE_CHUNK", chunk)
-    monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", "3")
-    x = runs_input(shape, layout, torch.float32)
-    dim = (0, 2) if x.dim() == 3 else (0, 1, 3)
-    for fn in (reduce_ops.sum, reduce_ops.amax):
-        fn(x, dim)  # the stream's first split launch makes its counters (a fill kernel)
-        k = runs_kernel_args(lambda: fn(x, dim))
-        assert (k["vec"], k["unroll"], k["min_blocks"], k["adjacent"], k["threads"]) == (1, 16, 4, -1, 256), k
-    check_runs_results(x, dim)
+    check_forced_runs_kernel(monkeypatch, shape, layout, chunk, "3", (1, 16, 4, -1, 256))
 
 
 @requires_cuda

@@ -1189,10 +1189,10 @@ constexpr int kOnceLoads = 16, kOnceWideLoads = 32;
 // 225 11.47 -> 10.64, 2048 x 32 x 49 9.08 -> 8.58, over (0, 2, 3) of 64 x 256 x 15 x 15 9.79 -> 8.81;
 // amax 300 x 200 x 49 (4.5 items an SM) 9.43 -> 8.69; 1.01-1.11x (384 x 256 x 49's amax 0.98, by
 // events 1.04), by events 1.01-1.09x; the 32-load round (above) took over their segments of up to
-// 8192 on up to 4 items an SM (128 x 512 x 49 6.23 -> 5.73, 128 x 320 x 49 5.12 -> 4.54). At 4 rounds they lost 1-3% (256 x 512 x 7 x 7, 12544 values:
-// sum 9.94 -> 10.05, amax 9.72 -> 10.00), at 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37:
-// 0.99-1.01x); at 7.8 items an SM, two waves, lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x
-// 225 18.07 -> 18.74).
+// 8192 on up to 4 items an SM (128 x 512 x 49 6.23 -> 5.73, 128 x 320 x 49 5.12 -> 4.54). At 4
+// rounds they lost 1-3% (256 x 512 x 7 x 7, 12544 values: sum 9.94 -> 10.05, amax 9.72 -> 10.00), at
+// 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37: 0.99-1.01x); at 7.8 items an SM, two waves,
+// lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x 225 18.07 -> 18.74).
 constexpr int kRoundsMax = 3, kRoundsMaxItemsPerSM = 5;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
