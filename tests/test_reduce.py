@@ -293,16 +293,18 @@ def runs_kernel_loads(x, packed):
 
 
 def runs_kernel_args(fn):
-    """The one kernel fn() launches, which must be reduce_two_groups_runs_kernel, and its integer
-    template arguments from the profiler's demangled name, by place from the first: kVec, kUnroll,
-    kMinBlocks, kAdjacent, kThreads (read from the start, so that an argument added after them
-    leaves the tests' reading as it was)."""
-    names = [e["name"] for e in cuda_kernel_events(fn)]
+    """The one kernel fn() launches, which must be reduce_two_groups_runs_kernel: its integer template
+    arguments from the profiler's demangled name, by place from the first: kVec, kUnroll,
+    kMinBlocks, kAdjacent (read from the start, so that an argument added after them leaves the
+    tests' reading as it was), and its launch's threads a block."""
+    events = cuda_kernel_events(fn)
+    names = [e["name"] for e in events]
     assert len(names) == 1 and "reduce_two_groups_runs_kernel" in names[0], names
     ints = re.search(r"((?:, -?\d+)+)>\(", names[0]).group(1)
-    vec, unroll, min_blocks, adjacent, threads = (int(v) for v in ints.split(", ")[1:6])
-    return {"vec": vec, "unroll": unroll, "min_blocks": min_blocks, "adjacent": adjacent, "threads": threads,
-            "name": names[0]}
+    vec, unroll, min_blocks, adjacent = (int(v) for v in ints.split(", ")[1:5])
+    block = events[0]["args"]["block"]
+    return {"vec": vec, "unroll": unroll, "min_blocks": min_blocks, "adjacent": adjacent,
+            "threads": block[0] * block[1] * block[2], "name": names[0]}
 
 
 def check_runs_results(x, dim):
@@ -471,20 +473,23 @@ def test_two_group_runs_in_rounds_of_16(monkeypatch, shape, layout, chunk):
     ((128, 256, 49), 6272, 256), ((96, 256, 49), 4704, 256), ((80, 300, 49), 3920, 300), ((64, 512, 49), 3136, 512),
     ((64, 2048, 49), 3136, 2048), ((64, 4096, 49), 3136, 4096), ((256, 256, 49), 6272, 512),
     ((128, 512, 49), 6272, 512), ((160, 512, 49), 7840, 512), ((300, 200, 49), 4928, 600),
-    ((224, 320, 49), 10976, 320), ((256, 512, 49), 12544, 512), ((120, 700, 37), 4440, 700)], ids=str)
+    ((224, 320, 49), 10976, 320), ((256, 512, 49), 12544, 512), ((120, 700, 37), 4440, 700),
+    ((128, 600, 49), 6272, 600), ((168, 661, 49), 8232, 661)], ids=str)
 def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items):
     # By default float32 runs by elements take one round of 256 threads: 16 loads a thread where the
-    # segments hold at most 4096 elements, 32 where they hold at most 8192 and the items fit the SMs
-    # 4 at a time; past that rounds of 256 x 16 where a thread makes at most 3 (kRoundsMax: segments
-    # of up to 12288) and the items fit the SMs 5 at a time (kRoundsMaxItemsPerSM), else the
-    # adjacent kernels (here: 12544 values, 4 rounds; 700 outputs of 4440, past 5 an SM on 132 SMs).
-    # chunk and items: launch_two_groups_runs's split plan (rows of 12544 split in two segments of
-    # 6272 where 256, kept whole where 512; of 14700 in three of 4928: 600 items, past 4 an SM on 132
-    # SMs, so rounds; the launch's grid checks items). Smaller inputs (up to 2^20 elements and 8192
-    # an output) take the block an output, not the runs kernel.
+    # segments hold at most 4096 elements, 32 where they hold at most 8192 and the rows are whole or
+    # the items fit the SMs 4 at a time; past that rounds of 256 x 16 where a thread makes at most 3
+    # (kRoundsMax: segments of up to 12288) and the items fit the SMs 5 at a time
+    # (kRoundsMaxItemsPerSM), else the adjacent kernels (here: 12544 values, 4 rounds; 661 outputs of
+    # 8232, past 5 an SM on 132 SMs). chunk and items: launch_two_groups_runs's split plan (rows of
+    # 12544 split in two segments of 6272 where 256, kept whole where 512; of 14700 in three of 4928:
+    # 600 items, past 4 an SM on 132 SMs, so rounds; whole rows of 4440 and 6272 on 600-700 items
+    # take 32 loads; the launch's grid checks items). Smaller inputs (up to 2^20 elements and 8192 an
+    # output) take the block an output, not the runs kernel.
     x = make_input(shape, torch.float32, "cuda")
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    if chunk <= 4096 or chunk <= 8192 and items <= 4 * sms:
+    whole = items == shape[1]
+    if chunk <= 4096 or chunk <= 8192 and (whole or items <= 4 * sms):
         expected = (0, 16 if chunk <= 4096 else 32)
     else:
         expected = (-1, 16) if chunk <= 3 * 4096 and items <= 5 * sms else (4, 8)

@@ -1177,8 +1177,15 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // x 49 sum 5.92 -> 5.05 (4.71), 128 x 320 x 49 5.12 -> 4.54 (4.20), 128 x 512 x 49 6.23 -> 5.73 (5.40)
 // (rounds before, 1.01-1.17x); split segments (256 x 256 x 7 x 7, 1024 x 64 x 49, 2048 x 32 x 49)
 // 1.00-1.02x, but 64 x 256 x 15 x 15's amax 0.88x (7.55 -> 8.61; 1.00x by events); by events
-// 1.00-1.10x. Past 4 items an SM (two waves) the rounds' 5 blocks an SM won (300 x 200 x 49:
-// 0.92-0.96x), and on segments of up to 4096 the 16-load round (60 x 600 x 37: 0.76-0.86x).
+// 1.00-1.10x. Past 4 items an SM (two waves) the rounds' 5 blocks an SM won on split rows (300 x 200
+// x 49, 600 items of 4928: 0.92-0.97x, sessions 96-97), and on segments of up to 4096 the 16-load
+// round (60 x 600 x 37: 0.76-0.86x). On whole rows past 4 items an SM it won everywhere measured,
+// 4.2-62 items an SM, against the rounds (4-5 an SM) and the adjacent or strided kernels (past 5).
+// H200, float32, us, CUDA graphs, before -> 256 x 32 (torch.compile; session97.txt sections 1-2):
+// over (0, 2) 100 x 560 x 49 sum 6.40 -> 5.72 (5.06), 128 x 600 x 49 7.04 -> 6.26 (5.94), 120 x 700
+// x 37 7.05 -> 6.48 (5.47), 128 x 768 x 49 8.41 -> 7.24 (6.95), 160 x 1024 x 49 amax 11.44 -> 10.60
+// (13.59), 160 x 2048 x 49 sum 21.10 -> 18.51 (21.92), 96 x 4096 x 49 27.30 -> 25.37 (21.56), 128 x
+// 8192 x 49 amax 63.30 -> 54.58 (55.53); 1.03-1.16x, by events 1.02-1.17x.
 constexpr int kOnceLoads = 16, kOnceWideLoads = 32;
 // Past the one round, rounds of 256 threads x 16 (kAdjacent -1: each round's 16 loads issued before
 // its fold, a place in 32 bits) where a thread makes at most kRoundsMax of them (segments of up to
@@ -1189,7 +1196,9 @@ constexpr int kOnceLoads = 16, kOnceWideLoads = 32;
 // 225 11.47 -> 10.64, 2048 x 32 x 49 9.08 -> 8.58, over (0, 2, 3) of 64 x 256 x 15 x 15 9.79 -> 8.81;
 // amax 300 x 200 x 49 (4.5 items an SM) 9.43 -> 8.69; 1.01-1.11x (384 x 256 x 49's amax 0.98, by
 // events 1.04), by events 1.01-1.09x; the 32-load round (above) took over their segments of up to
-// 8192 on up to 4 items an SM (128 x 512 x 49 6.23 -> 5.73, 128 x 320 x 49 5.12 -> 4.54). At 4
+// 8192 on up to 4 items an SM (128 x 512 x 49 6.23 -> 5.73, 128 x 320 x 49 5.12 -> 4.54), and on
+// whole rows at any count (128 x 600 x 49 7.04 -> 6.26): of those segments they keep split rows
+// past 4 items an SM. At 4
 // rounds they lost 1-3% (256 x 512 x 7 x 7, 12544 values: sum 9.94 -> 10.05, amax 9.72 -> 10.00), at
 // 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37: 0.99-1.01x); at 7.8 items an SM, two waves,
 // lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x 225 18.07 -> 18.74).
@@ -1238,16 +1247,16 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
   // Float32 runs by elements, where a row's runs span less than 2^31 elements (32-bit offsets): in
   // one round (above) of 256 threads x 16 where the segments hold at most 4096 elements, of 256 x 32
-  // where they hold at most 8192 and the items fit the SMs 4 at a time, an unsplit compensated sum
-  // folding plain there (TreeReducer: at most 8192 values, as launch_two_groups); past that in rounds
-  // of 256 x 16, at most kRoundsMax a thread, where the items fit the SMs kRoundsMaxItemsPerSM at a
-  // time (above). Else 4 adjacent a thread (above), unless a segment's last round is 45% to 7/8
-  // full, where the strided loads won; where the items fit the SMs 4 at a time on 48 registers
-  // (every load of a round issued before the first fold), else 8 at a time on 32 (an amax's first 4
-  // loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0 neither one round nor rounds of
-  // 16, 1 one round wherever the segments fit (else the adjacent or strided kernels), 3 rounds of 16
-  // wherever the offsets fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1 always (the 16- and 32-load
-  // kernels' rule only where it is not set).
+  // where they hold at most 8192 and the rows are whole or the items fit the SMs 4 at a time, an
+  // unsplit compensated sum folding plain there (TreeReducer: at most 8192 values, as
+  // launch_two_groups); past that in rounds of 256 x 16, at most kRoundsMax a thread, where the items
+  // fit the SMs kRoundsMaxItemsPerSM at a time (above). Else 4 adjacent a thread (above), unless a
+  // segment's last round is 45% to 7/8 full, where the strided loads won; where the items fit the
+  // SMs 4 at a time on 48 registers (every load of a round issued before the first fold), else 8 at
+  // a time on 32 (an amax's first 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0
+  // neither one round nor rounds of 16, 1 one round wherever the segments fit (else the adjacent or
+  // strided kernels), 3 rounds of 16 wherever the offsets fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1
+  // always (the 16- and 32-load kernels' rule only where it is not set).
   int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
   int once_loads = 0;                  // the one round's loads a thread, 0 where not taken
   if constexpr (sizeof(In) == 4) {
@@ -1257,7 +1266,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
       const int64_t once = span32 ? env_nonnegative("REDUCE_OPS_RUNS_ONCE", 2) : 0;
       const bool fits = a.chunk <= kRowsBlockThreads * kOnceWideLoads, narrow = a.chunk <= kRowsBlockThreads * kOnceLoads;
       const bool rule = once == 2 && adjacent == 2;
-      if (fits && (once == 1 || (rule && (narrow || items <= 4 * sm_count())))) {
+      if (fits && (once == 1 || (rule && (narrow || a.splits == 1 || items <= 4 * sm_count())))) {
         once_loads = narrow ? kOnceLoads : kOnceWideLoads;
         kernel = narrow ? reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, 0>
                         : reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceWideLoads, 4, 0>;

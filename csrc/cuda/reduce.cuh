@@ -1164,17 +1164,16 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
   return r.add(acc, round(left));
 }
 
-// Runs of two reduced groups in one launch: a block of kThreads an item (TwoGroupsRunsArgs), its
+// Runs of two reduced groups in one launch: a block of kRowsBlockThreads an item (TwoGroupsRunsArgs), its
 // segment's partial folded by arrive_and_fold_row where rows split (counters zero at the start,
 // as reduce_rows_split_kernel's), else written out. Against the binding's two stages, each
 // segment reads its output's runs as they lie, and no second launch waits on the first.
 // kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which);
 // kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1);
-// kAdjacent 0: segments of at most kThreads x kUnroll elements in one round, -1: segments of any
+// kAdjacent 0: segments of at most 256 x kUnroll elements in one round, -1: segments of any
 // length in rounds of kUnroll, both a row's runs within 2^31 elements (thread_reduce_runs_once, kVec 1).
-template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent,
-          int kThreads = kRowsBlockThreads>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent>
+__global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
     reduce_two_groups_runs_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a,
                                   typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters, R r) {
   __shared__ bool last;
@@ -1187,14 +1186,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     typename R::Acc part;
     if constexpr (kAdjacent <= 0) {
       static_assert(kVec == 1 && kAdjacent >= -1, "rounds by elements");
-      part = thread_reduce_runs_once<kUnroll, kThreads, (kAdjacent < 0)>(base, a, start, end, r);
+      part = thread_reduce_runs_once<kUnroll, kRowsBlockThreads, (kAdjacent < 0)>(base, a, start, end, r);
     } else if constexpr (kAdjacent > 1) {
       // Warp-uniform whole rounds on the 4-block kernel only: on the 8-block one they lost amaxes
       // 4% (launch_two_groups_runs).
-      part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kThreads, kMinBlocks == 4>(base, a, start,
-                                                                                                  end, r);
+      part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kRowsBlockThreads, kMinBlocks == 4>(
+          base, a, start, end, r);
     } else {
-      part = thread_reduce_runs<kVec, kUnroll, kThreads>(base, a, start, end, r);
+      part = thread_reduce_runs<kVec, kUnroll, kRowsBlockThreads>(base, a, start, end, r);
     }
     const typename R::Acc acc = block_all_reduce(part, r);
     if (a.splits > 1) {
