@@ -26,10 +26,10 @@ a shape a provider does not support shows as `n/a`; an exception shows as `error
 is kept in the JSON's "errors".
 
 Timing: on CUDA the median of single calls between CUDA events (do_bench's method), the L2
-flushed before each: ops that write (softmax, reduce_scale, softmax_backward, reductions to
->= 1/8 of their input) after a flush that zero-fills 256 MB, as `triton.testing.do_bench`;
-reductions after a flush that reads 256 MB, so that they are not billed for writing back the
-flush's own dirty lines; after the flush the GPU sleeps ~200 us before the start event, so
+flushed before each: ops that write (softmax, reduce_scale, softmax_backward) after a flush
+that zero-fills 256 MB, as `triton.testing.do_bench`; reductions (sum, amax, whatever their
+output's size) after a flush that reads 256 MB, so that they are not billed for writing back
+the flush's own dirty lines; after the flush the GPU sleeps ~200 us before the start event, so
 that a provider's host overhead (torch.compile's wrapper: 60-85 us a call on the lent H200)
 is not timed as GPU time (see Timer); with `--graph` each case is also timed inside a CUDA graph of
 several calls, rotating input copies so that together they exceed the L2, to take launch
@@ -116,12 +116,13 @@ class Case:
 
     @property
     def writes(self) -> bool:
-        """Whether the op writes enough to leave the L2 as dirty as do_bench's flush does
-        (Timer): every op whose output is at least 1/8 of its input, i.e. all but reductions
-        of more than 8 elements per output."""
-        if self.op not in ("sum", "amax"):
-            return True
-        return self.dim is not None and self.reduced_len <= 8
+        """Whether the op leaves the L2 as dirty as do_bench's flush does (Timer): every op but
+        the reductions. Until session 97 reductions of up to 8 elements an output counted too,
+        but a reduction writes its output while its input streams through the L2, which evicts
+        and writes back most of it within the call: 8 x 2^24 bfloat16 summed over dim 0 (a 32
+        MB output) took 71.0 us a call back to back, 71.2 after the read flush and 78.2 after
+        the zero-fill (h200_study/session97.txt, section 5)."""
+        return self.op not in ("sum", "amax")
 
     def key(self) -> tuple:
         return (self.op, tuple(self.shape), self.dim, self.dtype)

@@ -51,3 +51,14 @@ def test_merge_keeps_a_peers_version_while_its_rows_are_kept():
     third = bench.merge_results(second, dict(_run(4200.0, [_row("softmax", "liger", 1.1)]),
                                              versions={"torch": "2.12", "liger": "0.9"}))
     assert third["versions"] == {"torch": "2.12", "liger": "0.9"}
+
+
+def test_reductions_take_the_read_flush_whatever_their_output():
+    # bench.Case.writes: reductions are timed after the flush that reads, ops that write after
+    # do_bench's zero-fill. 8 x 2^24 over dim 0 writes 1/8 of what it reads, and took the zero-fill
+    # until session 97, which billed it 7 us a call (78.2 against 71.0 back to back).
+    assert not bench.Case("sum", (8, 2**24), 0, "bfloat16").writes
+    assert not bench.Case("amax", (442368, 128), -1, "float32").writes
+    assert not bench.Case("sum", (2**20,), None, "float32").writes
+    assert all(bench.Case(op, (8, 2**24), -1, "float32").writes
+               for op in ("softmax", "reduce_scale", "softmax_backward"))
