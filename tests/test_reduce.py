@@ -435,17 +435,18 @@ def check_forced_runs_kernel(monkeypatch, shape, layout, chunk, once, args):
                                                 ((9, 33, 2, 37), "contiguous", 16),
                                                 ((250, 7, 37), "contiguous", 16),
                                                 ((60, 600, 37), "contiguous", 16),
+                                                ((96, 256, 49), "contiguous", 24),
                                                 ((160, 256, 49), "contiguous", 32),
                                                 ((1024, 64, 49), "contiguous", 32)], ids=str)
 def test_two_group_runs_in_one_round(monkeypatch, shape, layout, loads, chunk):
     # Float32 runs by elements whose segments hold at most 256 x 32 elements, in one round
     # (REDUCE_OPS_RUNS_ONCE=1; kAdjacent 0) of 256 threads: thread t loads the elements t, t + 256,
     # ... of its segment, counted, every load before the first fold, its place kept in 32 bits; 16
-    # loads a thread where the segments hold at most 4096 elements, else 32. Split rows (300 x 49 in
-    # 4 segments, 250 x 37 in 3, 297 x 37 over (0, 1, 3) in 3, 40 x 4096 off the 16-byte boundary in
-    # 40, 1024 x 49 in 8 of 6272 on 32 loads; chunk64: segments of 2048, on 16) and unsplit ones
-    # (2220: 600 items, more than the SMs hold at once; 7840 of the 32 loads' 8192); runs of 37 and 49
-    # cross into the next run.
+    # loads a thread where the segments hold at most 4096 elements, 24 up to 6144, else 32. Split
+    # rows (300 x 49 in 4 segments, 250 x 37 in 3, 297 x 37 over (0, 1, 3) in 3, 40 x 4096 off the
+    # 16-byte boundary in 40, 1024 x 49 in 8 of 6272 on 32 loads; chunk64: segments of 2048, on 16)
+    # and unsplit ones (2220: 600 items, more than the SMs hold at once; 4704 on 24 loads, 18-19 of
+    # them made; 7840 of the 32 loads' 8192); runs of 37 and 49 cross into the next run.
     check_forced_runs_kernel(monkeypatch, shape, layout, chunk, "1", (1, 16 if chunk else loads, 4, 0, 256))
 
 
@@ -477,8 +478,8 @@ def test_two_group_runs_in_rounds_of_16(monkeypatch, shape, layout, chunk):
     ((128, 600, 49), 6272, 600), ((168, 661, 49), 8232, 661)], ids=str)
 def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items):
     # By default float32 runs by elements take one round of 256 threads: 16 loads a thread where the
-    # segments hold at most 4096 elements, 32 where they hold at most 8192 and the rows are whole or
-    # the items fit the SMs 4 at a time; past that rounds of 256 x 16 where a thread makes at most 3
+    # segments hold at most 4096 elements, 24 or 32 where they hold at most 6144 or 8192 and the rows
+    # are whole or the items fit the SMs 4 at a time; past that rounds of 256 x 16 where a thread makes at most 3
     # (kRoundsMax: segments of up to 12288) and the items fit the SMs 5 at a time
     # (kRoundsMaxItemsPerSM), else the adjacent kernels (here: 12544 values, 4 rounds; 661 outputs of
     # 8232, past 5 an SM on 132 SMs). chunk and items: launch_two_groups_runs's split plan (rows of
@@ -490,7 +491,7 @@ def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     whole = items == shape[1]
     if chunk <= 4096 or chunk <= 8192 and (whole or items <= 4 * sms):
-        expected = (0, 16 if chunk <= 4096 else 32)
+        expected = (0, 16 if chunk <= 4096 else 24 if chunk <= 6144 else 32)
     else:
         expected = (-1, 16) if chunk <= 3 * 4096 and items <= 5 * sms else (4, 8)
     for fn in (reduce_ops.sum, reduce_ops.amax):

@@ -1186,7 +1186,16 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // x 37 7.05 -> 6.48 (5.47), 128 x 768 x 49 8.41 -> 7.24 (6.95), 160 x 1024 x 49 amax 11.44 -> 10.60
 // (13.59), 160 x 2048 x 49 sum 21.10 -> 18.51 (21.92), 96 x 4096 x 49 27.30 -> 25.37 (21.56), 128 x
 // 8192 x 49 amax 63.30 -> 54.58 (55.53); 1.03-1.16x, by events 1.02-1.17x.
-constexpr int kOnceLoads = 16, kOnceWideLoads = 32;
+// Segments of 4097-6144 take a round of 24 loads, not 32: on 4704-element rows 13 of the 32 slots
+// were predicated off, each still issued with its place's update, and Nsight Compute found the
+// kernel issuing 1.6x torch.compile's loads on half its warps an SM (56 registers against its 29;
+// session97.txt section 8). 24 loads take 48 registers, 5 blocks an SM. H200, float32 over (0, 2),
+// us, CUDA graphs, 32 -> 24 loads (torch.compile; session97.txt section 9): 96 x 4096 x 49 sum
+// 24.92 -> 21.92 (21.41), amax 26.41 -> 22.37 (24.65); 120 x 700 x 37 sum 6.45 -> 5.75 (5.44); 100 x
+// 560 x 49 amax 5.91 -> 5.31 (5.91); 96 x 2048 x 49 sum 13.91 -> 12.32 (12.36); 96 x 512 x 49 sum
+// 5.06 -> 5.01 (4.73); 1.01-1.18x, by events 1.01-1.17x (whole rows; split segments of this size
+// were not measured).
+constexpr int kOnceLoads = 16, kOnceMiddleLoads = 24, kOnceWideLoads = 32;
 // Past the one round, rounds of 256 threads x 16 (kAdjacent -1: each round's 16 loads issued before
 // its fold, a place in 32 bits) where a thread makes at most kRoundsMax of them (segments of up to
 // 12288 elements) and the items fit the SMs 5 at a time (at 48 registers 5 blocks of 256 share an
@@ -1246,9 +1255,9 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
   // Float32 runs by elements, where a row's runs span less than 2^31 elements (32-bit offsets): in
-  // one round (above) of 256 threads x 16 where the segments hold at most 4096 elements, of 256 x 32
-  // where they hold at most 8192 and the rows are whole or the items fit the SMs 4 at a time, an
-  // unsplit compensated sum folding plain there (TreeReducer: at most 8192 values, as
+  // one round (above) of 256 threads x 16 where the segments hold at most 4096 elements, of 256 x 24
+  // or 32 where they hold at most 6144 or 8192 and the rows are whole or the items fit the SMs 4 at
+  // a time, an unsplit compensated sum folding plain there (TreeReducer: at most 8192 values, as
   // launch_two_groups); past that in rounds of 256 x 16, at most kRoundsMax a thread, where the items
   // fit the SMs kRoundsMaxItemsPerSM at a time (above). Else 4 adjacent a thread (above), unless a
   // segment's last round is 45% to 7/8 full, where the strided loads won; where the items fit the
@@ -1267,9 +1276,12 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
       const bool fits = a.chunk <= kRowsBlockThreads * kOnceWideLoads, narrow = a.chunk <= kRowsBlockThreads * kOnceLoads;
       const bool rule = once == 2 && adjacent == 2;
       if (fits && (once == 1 || (rule && (narrow || a.splits == 1 || items <= 4 * sm_count())))) {
-        once_loads = narrow ? kOnceLoads : kOnceWideLoads;
-        kernel = narrow ? reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, 0>
-                        : reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceWideLoads, 4, 0>;
+        once_loads = narrow                                            ? kOnceLoads
+                     : a.chunk <= kRowsBlockThreads * kOnceMiddleLoads ? kOnceMiddleLoads
+                                                                       : kOnceWideLoads;
+        kernel = once_loads == kOnceLoads         ? reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, 0>
+                 : once_loads == kOnceMiddleLoads ? reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceMiddleLoads, 4, 0>
+                                                  : reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceWideLoads, 4, 0>;
       } else if (once == 3 || (rule && a.chunk <= kRoundsMax * kRowsBlockThreads * kOnceLoads &&
                                items <= kRoundsMaxItemsPerSM * sm_count())) {
         kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, -1>;
@@ -1292,8 +1304,10 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   using Tree = typename TreeReducer<R>::type;
   if constexpr (sizeof(In) == 4 && !std::is_same_v<Tree, R>) {  // float32 only: the one round's element loads
     if (once_loads > 0 && a.splits == 1) {  // at most 8192 values an output: a tree of depth <= 13
-      const auto once = once_loads == kOnceLoads ? reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceLoads, 4, 0>
-                                                 : reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceWideLoads, 4, 0>;
+      const auto once =
+          once_loads == kOnceLoads         ? reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceLoads, 4, 0>
+          : once_loads == kOnceMiddleLoads ? reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceMiddleLoads, 4, 0>
+                                           : reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceWideLoads, 4, 0>;
       once<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr,
                                                               Tree{});
       return true;

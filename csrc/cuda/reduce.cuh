@@ -1113,13 +1113,13 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
 // once (`left`), so that a load costs a compare, two adds, a select and an address (RunCursor's 64-bit
 // pointer and a 64-bit bound a load took 200 instructions for the 16 loads where these take 110, and
 // these small kernels wait on issue; session95.txt section 3). Offsets past the span wrap harmlessly:
-// only the loads counted are made. A round's 16 or 32 values fold to 8 by hand, then as 8 (tree_fold
-// left 16 rolled in local memory, session 93).
+// only the loads counted are made. A round's 16, 24 or 32 values fold to 8 by hand, then as 8
+// (tree_fold left 16 rolled in local memory, session 93).
 template <int kLoads, int kThreads, bool kRounds, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
                                                                    int64_t start, int64_t end, const R& r) {
   using V = typename R::Value;
-  static_assert(kLoads == 16 || kLoads == 32, "folds to 8 by hand, then tree_fold's 8");
+  static_assert(kLoads == 16 || kLoads == 24 || kLoads == 32, "folds to 8 by hand, then tree_fold's 8");
   const int64_t f = start + threadIdx.x;
   int left = f < end ? static_cast<int>((end - f + kThreads - 1) / kThreads) : 0;  // kLoads at most without kRounds
   const uint32_t run = static_cast<uint32_t>(a.run_packs), at = static_cast<uint32_t>(f);
@@ -1151,6 +1151,8 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
     for (int k = 0; k < 8; ++k) {
       if constexpr (kLoads == 32) {
         w[k] = reduce(reduce(v[k], v[k + 16]), reduce(v[k + 8], v[k + 24]));
+      } else if constexpr (kLoads == 24) {
+        w[k] = reduce(reduce(v[k], v[k + 16]), v[k + 8]);
       } else {
         w[k] = reduce(v[k], v[k + 8]);
       }
