@@ -1487,6 +1487,7 @@ def test_few_row_and_one_round_split_sums_are_within_their_tree_depth(kind, view
 
 RUNS_SUM_CASES = {  # shape over (0, 2), REDUCE_OPS_RUNS_ONCE, kAdjacent, plain, the error bound in ulps of sum|x|
     "once16": ((64, 512, 49), "1", 0, True, math.ceil(math.log2(3136)) + 4),
+    "once24": ((96, 256, 49), "1", 0, True, math.ceil(math.log2(4704)) + 4),
     "once32": ((128, 256, 49), "1", 0, True, math.ceil(math.log2(6272)) + 4),
     "once_split": ((300, 7, 49), "1", 0, False, math.ceil(math.log2(4096)) + 4 + 2),
     "rounds": ((224, 320, 49), "3", -1, False, 8),
@@ -1498,12 +1499,12 @@ RUNS_SUM_CASES = {  # shape over (0, 2), REDUCE_OPS_RUNS_ONCE, kAdjacent, plain,
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
 @pytest.mark.parametrize("case", list(RUNS_SUM_CASES))
 def test_runs_by_elements_sums_are_within_their_bounds(monkeypatch, kind, case):
-    # Float32 runs by elements (reduce_two_groups_runs_kernel, 16 or 32 loads a round): an unsplit
-    # one round (3136 values on 16 loads a thread, 6272 on 32) is summed as one pairwise tree, plain
-    # (launch_two_groups_runs launches it with PlainReducer): |error| <= depth * u * sum|x|, depth <=
-    # ceil(log2(n)) + 4. Split, each segment (here of at most 4096) so and the partials folded
-    # compensated: two roundings more. Rounds of 16 (10976 values unsplit, 1024 x 49 in 8 segments)
-    # add each round's tree of 16 compensated (NeumaierReducer), as
+    # Float32 runs by elements (reduce_two_groups_runs_kernel, 16, 24 or 32 loads a round): an
+    # unsplit one round (3136 values on 16 loads a thread, 4704 on 24, 6272 on 32) is summed as one
+    # pairwise tree, plain (launch_two_groups_runs launches it with PlainReducer): |error| <= depth *
+    # u * sum|x|, depth <= ceil(log2(n)) + 4. Split, each segment (here of at most 4096) so and the
+    # partials folded compensated: two roundings more. Rounds of 16 (10976 values unsplit, 1024 x 49
+    # in 8 segments) add each round's tree of 16 compensated (NeumaierReducer), as
     # test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum's sums: <= 8 u sum|x|.
     shape, once, adjacent, plain, ulps = RUNS_SUM_CASES[case]
     monkeypatch.setenv("REDUCE_OPS_RUNS_ONCE", once)
