@@ -121,7 +121,9 @@ class Case:
         but a reduction writes its output while its input streams through the L2, which evicts
         and writes back most of it within the call: 8 x 2^24 bfloat16 summed over dim 0 (a 32
         MB output) took 71.0 us a call back to back, 71.2 after the read flush and 78.2 after
-        the zero-fill (h200_study/session97.txt, section 5)."""
+        the zero-fill (h200_study/session97.txt, sections 5-6). Measured at 1/8; a reduction to
+        half its input, which no preset holds, would lie nearer the ops that write (section 7:
+        back to back they sit between the two flushes)."""
         return self.op not in ("sum", "amax")
 
     def key(self) -> tuple:
