@@ -479,14 +479,14 @@ def test_two_group_runs_in_rounds_of_16(monkeypatch, shape, layout, chunk):
 def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items):
     # By default float32 runs by elements take one round of 256 threads: 16 loads a thread where the
     # segments hold at most 4096 elements, 24 or 32 where they hold at most 6144 or 8192 and the rows
-    # are whole or the items fit the SMs 4 at a time; past that rounds of 256 x 16 where a thread makes at most 3
-    # (kRoundsMax: segments of up to 12288) and the items fit the SMs 5 at a time
+    # are whole or the items fit the SMs 4 at a time; past that rounds of 256 x 16 where a thread
+    # makes at most 3 (kRoundsMax: segments of up to 12288) and the items fit the SMs 5 at a time
     # (kRoundsMaxItemsPerSM), else the adjacent kernels (here: 12544 values, 4 rounds; 661 outputs of
     # 8232, past 5 an SM on 132 SMs). chunk and items: launch_two_groups_runs's split plan (rows of
     # 12544 split in two segments of 6272 where 256, kept whole where 512; of 14700 in three of 4928:
     # 600 items, past 4 an SM on 132 SMs, so rounds; whole rows of 4440 and 6272 on 600-700 items
-    # take 32 loads; the launch's grid checks items). Smaller inputs (up to 2^20 elements and 8192 an
-    # output) take the block an output, not the runs kernel.
+    # take 24 and 32 loads; the launch's grid checks items). Smaller inputs (up to 2^20 elements and
+    # 8192 an output) take the block an output, not the runs kernel.
     x = make_input(shape, torch.float32, "cuda")
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     whole = items == shape[1]
