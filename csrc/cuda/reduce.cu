@@ -1207,10 +1207,10 @@ constexpr int kOnceLoads = 16, kOnceMiddleLoads = 24, kOnceWideLoads = 32;
 // events 1.04), by events 1.01-1.09x; the 32-load round (above) took over their segments of up to
 // 8192 on up to 4 items an SM (128 x 512 x 49 6.23 -> 5.73, 128 x 320 x 49 5.12 -> 4.54), and on
 // whole rows at any count (128 x 600 x 49 7.04 -> 6.26): of those segments they keep split rows
-// past 4 items an SM. At 4
-// rounds they lost 1-3% (256 x 512 x 7 x 7, 12544 values: sum 9.94 -> 10.05, amax 9.72 -> 10.00), at
-// 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37: 0.99-1.01x); at 7.8 items an SM, two waves,
-// lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x 225 18.07 -> 18.74).
+// past 4 items an SM. At 4 rounds they lost 1-3% (256 x 512 x 7 x 7, 12544 values: sum 9.94 ->
+// 10.05, amax 9.72 -> 10.00), at 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37: 0.99-1.01x); at
+// 7.8 items an SM, two waves, lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x 225 18.07 ->
+// 18.74).
 constexpr int kRoundsMax = 3, kRoundsMaxItemsPerSM = 5;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
@@ -1265,9 +1265,16 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // a time on 32 (an amax's first 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0
   // neither one round nor rounds of 16, 1 one round wherever the segments fit (else the adjacent or
   // strided kernels), 3 rounds of 16 wherever the offsets fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1
-  // always (the 16- and 32-load kernels' rule only where it is not set).
+  // always (the 16-, 24- and 32-load kernels' rule only where it is not set).
   int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
   int once_loads = 0;                  // the one round's loads a thread, 0 where not taken
+  // The one round's kernel of once_loads loads a thread, for the reducer of type T (Tag<T>).
+  [[maybe_unused]] const auto once_kernel = [&once_loads](auto reducer) {
+    using T = typename decltype(reducer)::type;
+    return once_loads == kOnceLoads         ? reduce_two_groups_runs_kernel<In, Out, T, 1, kOnceLoads, 4, 0>
+           : once_loads == kOnceMiddleLoads ? reduce_two_groups_runs_kernel<In, Out, T, 1, kOnceMiddleLoads, 4, 0>
+                                            : reduce_two_groups_runs_kernel<In, Out, T, 1, kOnceWideLoads, 4, 0>;
+  };
   if constexpr (sizeof(In) == 4) {
     if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
       const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
@@ -1279,9 +1286,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
         once_loads = narrow                                            ? kOnceLoads
                      : a.chunk <= kRowsBlockThreads * kOnceMiddleLoads ? kOnceMiddleLoads
                                                                        : kOnceWideLoads;
-        kernel = once_loads == kOnceLoads         ? reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, 0>
-                 : once_loads == kOnceMiddleLoads ? reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceMiddleLoads, 4, 0>
-                                                  : reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceWideLoads, 4, 0>;
+        kernel = once_kernel(Tag<R>{});
       } else if (once == 3 || (rule && a.chunk <= kRoundsMax * kRowsBlockThreads * kOnceLoads &&
                                items <= kRoundsMaxItemsPerSM * sm_count())) {
         kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kOnceLoads, 4, -1>;
@@ -1304,10 +1309,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   using Tree = typename TreeReducer<R>::type;
   if constexpr (sizeof(In) == 4 && !std::is_same_v<Tree, R>) {  // float32 only: the one round's element loads
     if (once_loads > 0 && a.splits == 1) {  // at most 8192 values an output: a tree of depth <= 13
-      const auto once =
-          once_loads == kOnceLoads         ? reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceLoads, 4, 0>
-          : once_loads == kOnceMiddleLoads ? reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceMiddleLoads, 4, 0>
-                                           : reduce_two_groups_runs_kernel<In, Out, Tree, 1, kOnceWideLoads, 4, 0>;
+      const auto once = once_kernel(Tag<Tree>{});
       once<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr,
                                                               Tree{});
       return true;
