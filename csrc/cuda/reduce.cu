@@ -1195,7 +1195,18 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // 560 x 49 amax 5.91 -> 5.31 (5.91); 96 x 2048 x 49 sum 13.91 -> 12.32 (12.36); 96 x 512 x 49 sum
 // 5.06 -> 5.01 (4.73); 1.01-1.18x, by events 1.01-1.17x (whole rows; split segments of this size
 // were not measured).
-constexpr int kOnceLoads = 16, kOnceMiddleLoads = 24, kOnceWideLoads = 32;
+// Past 4096 elements the round is the fewest multiple of 4 loads that covers the segment (20, 24, 28
+// or 32), where it was a multiple of 8 (24 or 32): a round of 20 holds 48 registers as 24 does, 28
+// holds 52. H200, float32 over (0, 2), 24 -> 20 and 32 -> 28 loads (torch.compile; session98.txt
+// section 5): CUDA graphs, 96 x 4096 x 49 sum 21.87 -> 21.25 (21.37), amax 22.30 -> 21.76 (24.63), 96 x
+// 2048 x 49 amax 12.49 -> 12.32, 1024 x 64 x 49 sum 7.43 -> 7.33, 256 x 256 x 7 x 7 over (0, 2, 3) amax
+// 7.21 -> 7.11; on the 22 cases that took 20 or 28, 0.99-1.03x in graphs and by events (no loss past
+// 0.6%).
+constexpr int kOnceLoads = 16, kOnceWideLoads = 32, kOnceLoadsStep = 4;
+int once_loads_for(int64_t chunk) {
+  const int64_t loads = ceil_div(ceil_div(chunk, int64_t{kRowsBlockThreads}), int64_t{kOnceLoadsStep}) * kOnceLoadsStep;
+  return static_cast<int>(std::clamp<int64_t>(loads, kOnceLoads, kOnceWideLoads));
+}
 // Past the one round, rounds of 256 threads x 16 (kAdjacent -1: each round's 16 loads issued before
 // its fold, a place in 32 bits) where a thread makes at most kRoundsMax of them (segments of up to
 // 12288 elements) and the items fit the SMs 5 at a time (at 48 registers 5 blocks of 256 share an
@@ -1255,9 +1266,9 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
   // Float32 runs by elements, where a row's runs span less than 2^31 elements (32-bit offsets): in
-  // one round (above) of 256 threads x 16 where the segments hold at most 4096 elements, of 256 x 24
-  // or 32 where they hold at most 6144 or 8192 and the rows are whole or the items fit the SMs 4 at
-  // a time, an unsplit compensated sum folding plain there (TreeReducer: at most 8192 values, as
+  // one round (above) of 256 threads x 16 where the segments hold at most 4096 elements, of 256 x 20,
+  // 24, 28 or 32 (once_loads_for) where they hold at most 8192 and the rows are whole or the items fit
+  // the SMs 4 at a time, an unsplit compensated sum folding plain there (TreeReducer: at most 8192 values, as
   // launch_two_groups); past that in rounds of 256 x 16, at most kRoundsMax a thread, where the items
   // fit the SMs kRoundsMaxItemsPerSM at a time (above). Else 4 adjacent a thread (above), unless a
   // segment's last round is 45% to 7/8 full, where the strided loads won; where the items fit the
@@ -1265,15 +1276,19 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // a time on 32 (an amax's first 4 loads folded before the last 4 issue). REDUCE_OPS_RUNS_ONCE: 0
   // neither one round nor rounds of 16, 1 one round wherever the segments fit (else the adjacent or
   // strided kernels), 3 rounds of 16 wherever the offsets fit; REDUCE_OPS_RUNS_ADJACENT: 0 never, 1
-  // always (the 16-, 24- and 32-load kernels' rule only where it is not set).
+  // always (the one round's rule only where it is not set).
   int64_t stride = kRowsBlockThreads;  // a thread's step, in packs: the block's threads, x 4 adjacent
   int once_loads = 0;                  // the one round's loads a thread, 0 where not taken
   // The one round's kernel of once_loads loads a thread, for the reducer of type T (Tag<T>).
   [[maybe_unused]] const auto once_kernel = [&once_loads](auto reducer) {
     using T = typename decltype(reducer)::type;
-    return once_loads == kOnceLoads         ? reduce_two_groups_runs_kernel<In, Out, T, 1, kOnceLoads, 4, 0>
-           : once_loads == kOnceMiddleLoads ? reduce_two_groups_runs_kernel<In, Out, T, 1, kOnceMiddleLoads, 4, 0>
-                                            : reduce_two_groups_runs_kernel<In, Out, T, 1, kOnceWideLoads, 4, 0>;
+    switch (once_loads) {
+      case 16: return reduce_two_groups_runs_kernel<In, Out, T, 1, 16, 4, 0>;
+      case 20: return reduce_two_groups_runs_kernel<In, Out, T, 1, 20, 4, 0>;
+      case 24: return reduce_two_groups_runs_kernel<In, Out, T, 1, 24, 4, 0>;
+      case 28: return reduce_two_groups_runs_kernel<In, Out, T, 1, 28, 4, 0>;
+      default: return reduce_two_groups_runs_kernel<In, Out, T, 1, 32, 4, 0>;
+    }
   };
   if constexpr (sizeof(In) == 4) {
     if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
@@ -1283,9 +1298,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
       const bool fits = a.chunk <= kRowsBlockThreads * kOnceWideLoads, narrow = a.chunk <= kRowsBlockThreads * kOnceLoads;
       const bool rule = once == 2 && adjacent == 2;
       if (fits && (once == 1 || (rule && (narrow || a.splits == 1 || items <= 4 * sm_count())))) {
-        once_loads = narrow                                            ? kOnceLoads
-                     : a.chunk <= kRowsBlockThreads * kOnceMiddleLoads ? kOnceMiddleLoads
-                                                                       : kOnceWideLoads;
+        once_loads = once_loads_for(a.chunk);
         kernel = once_kernel(Tag<R>{});
       } else if (once == 3 || (rule && a.chunk <= kRoundsMax * kRowsBlockThreads * kOnceLoads &&
                                items <= kRoundsMaxItemsPerSM * sm_count())) {
