@@ -73,10 +73,10 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # a thread on the kernel bounded to 8 blocks an SM, 661 items of 8232; 250 x 7 x 37: on the 4-block
     # one with REDUCE_OPS_RUNS_ADJACENT=1, rows of 9250 whose whole rounds end inside a warp; by
     # default it, 9 x 2 x 1001 and 60 x 600 x 37 float32, segments of at most 4096 elements, take one
-    # round of 256 threads x 16 loads, and with REDUCE_OPS_RUNS_ONCE=1 every float32 case here, 20,
-    # 24, 28 or 32 loads (the fewest that cover the segment) past 4096 elements, as 96 x 256 x 49 (256
-    # items of 4704: 20), 112 x 256 x 49 (5488: 24), 128 x 320 x 49 (320 of 6272: 28) and 160 x 256 x
-    # 49 (7840: 32) by default; 300 x 200 x 49, 600 items of 4928, rounds
+    # round of 256 threads, and with REDUCE_OPS_RUNS_ONCE=1 every float32 case here, the fewest
+    # multiple of 4 loads a thread that covers the segment, 8 to 32 (8 on 9 x 2 x 1001's split below), as
+    # 60 x 600 x 37 (600 items of 2220: 12), 96 x 256 x 49 (4704: 20), 112 x 256 x 49 (5488: 24), 128 x
+    # 320 x 49 (6272: 28) and 160 x 256 x 49 (7840: 32) by default; 300 x 200 x 49, 600 items of 4928, rounds
     # of 256 x 16, and with REDUCE_OPS_RUNS_ONCE=3 every float32 case here). Many
     # rows of one block round (4300 x 3200 float32, 4300 x 4608 bfloat16: 800 and 576 packs), and
     # long rows on blocks of 512 threads, the last round partial (1100 x 12292 float32, 1100 x

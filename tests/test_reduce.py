@@ -431,26 +431,28 @@ def check_forced_runs_kernel(monkeypatch, shape, layout, chunk, once, args):
 
 @requires_cuda
 @pytest.mark.parametrize("chunk", [None, "64"], ids=["auto", "chunk64"])
-@pytest.mark.parametrize("shape,layout,loads", [((300, 7, 49), "contiguous", 16), ((40, 6, 4097), ("cut", 1), 16),
-                                                ((9, 33, 2, 37), "contiguous", 16),
-                                                ((250, 7, 37), "contiguous", 16),
-                                                ((60, 600, 37), "contiguous", 16),
-                                                ((96, 256, 49), "contiguous", 20),
-                                                ((112, 256, 49), "contiguous", 24),
-                                                ((128, 256, 49), "contiguous", 28),
-                                                ((160, 256, 49), "contiguous", 32),
-                                                ((1024, 64, 49), "contiguous", 28)], ids=str)
+@pytest.mark.parametrize("shape,layout,loads", [((300, 7, 49), "contiguous", (16, 8)),
+                                                ((40, 6, 4097), ("cut", 1), (16, 8)),
+                                                ((9, 33, 2, 37), "contiguous", (16, 8)),
+                                                ((250, 7, 37), "contiguous", (16, 8)),
+                                                ((60, 600, 37), "contiguous", (12, 12)),
+                                                ((96, 256, 49), "contiguous", (20, 8)),
+                                                ((112, 256, 49), "contiguous", (24, 8)),
+                                                ((128, 256, 49), "contiguous", (28, 8)),
+                                                ((160, 256, 49), "contiguous", (32, 8)),
+                                                ((1024, 64, 49), "contiguous", (28, 12))], ids=str)
 def test_two_group_runs_in_one_round(monkeypatch, shape, layout, loads, chunk):
     # Float32 runs by elements whose segments hold at most 256 x 32 elements, in one round
     # (REDUCE_OPS_RUNS_ONCE=1; kAdjacent 0) of 256 threads: thread t loads the elements t, t + 256,
-    # ... of its segment, counted, every load before the first fold, its place kept in 32 bits; 16
-    # loads a thread where the segments hold at most 4096 elements, past that the fewest multiple of 4
-    # that covers them (20, 24, 28 or 32). Split rows (300 x 49 in 4 segments, 250 x 37 in 3, 297 x 37
-    # over (0, 1, 3) in 3, 40 x 4096 off the 16-byte boundary in 40, 1024 x 49 in 8 of 6272 on 28
-    # loads; chunk64: segments of 2048, on 16) and unsplit ones (2220: 600 items, more than the SMs
-    # hold at once; 4704 on 20 loads, 18-19 of them made; 5488 on 24, 6272 on 28 (24-25 made), 7840 on
-    # 32); runs of 37 and 49 cross into the next run.
-    check_forced_runs_kernel(monkeypatch, shape, layout, chunk, "1", (1, 16 if chunk else loads, 4, 0, 256))
+    # ... of its segment, counted, every load before the first fold, its place kept in 32 bits: the
+    # fewest multiple of 4 loads a thread that covers the segment, 8 to 32. loads: (auto, chunk64).
+    # Split rows (300 x 49 in 4 segments of 3712, 250 x 37 in 3 of 3136, 297 x 37 over (0, 1, 3) in 3
+    # of 3712, 40 x 4096 off the 16-byte boundary in 40 of 4096: 16 loads; 1024 x 49 in 8 of 6272 on
+    # 28; chunk64: segments of 1568-2048 on 8, 1024 x 49 in 17 of 2992 on 12) and unsplit ones (2220 on
+    # 12 loads, 9 made: 600 items, more than the SMs hold at once; 4704 on 20, 18-19 made; 5488 on 24,
+    # 6272 on 28 (24-25 made), 7840 on 32); runs of 37 and 49 cross into the next run. (Unsplit
+    # segments of less than 2048 elements take the stages, not the runs kernel.)
+    check_forced_runs_kernel(monkeypatch, shape, layout, chunk, "1", (1, loads[1] if chunk else loads[0], 4, 0, 256))
 
 
 @requires_cuda
@@ -478,23 +480,23 @@ def test_two_group_runs_in_rounds_of_16(monkeypatch, shape, layout, chunk):
     ((64, 2048, 49), 3136, 2048), ((64, 4096, 49), 3136, 4096), ((256, 256, 49), 6272, 512),
     ((128, 512, 49), 6272, 512), ((160, 512, 49), 7840, 512), ((300, 200, 49), 4928, 600),
     ((224, 320, 49), 10976, 320), ((256, 512, 49), 12544, 512), ((120, 700, 37), 4440, 700),
-    ((128, 600, 49), 6272, 600), ((168, 661, 49), 8232, 661)], ids=str)
+    ((128, 600, 49), 6272, 600), ((168, 661, 49), 8232, 661), ((60, 600, 37), 2220, 600)], ids=str)
 def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items):
-    # By default float32 runs by elements take one round of 256 threads: 16 loads a thread where the
-    # segments hold at most 4096 elements, 20, 24, 28 or 32 (the fewest that cover them) where they
-    # hold at most 8192 and the rows are whole or the items fit the SMs 4 at a time; past that rounds of 256 x 16 where a thread
+    # By default float32 runs by elements take one round of 256 threads, the fewest multiple of 4
+    # loads a thread that covers the segment (8 to 32): wherever the segments hold at most 4096
+    # elements, and up to 8192 where the rows are whole or the items fit the SMs 4 at a time; past that rounds of 256 x 16 where a thread
     # makes at most 3 (kRoundsMax: segments of up to 12288) and the items fit the SMs 5 at a time
     # (kRoundsMaxItemsPerSM), else the adjacent kernels (here: 12544 values, 4 rounds; 661 outputs of
     # 8232, past 5 an SM on 132 SMs). chunk and items: launch_two_groups_runs's split plan (rows of
     # 12544 split in two segments of 6272 where 256, kept whole where 512; of 14700 in three of 4928:
     # 600 items, past 4 an SM on 132 SMs, so rounds; whole rows of 4440 and 6272 on 600-700 items
-    # take 20 and 28 loads; the launch's grid checks items). Smaller inputs (up to 2^20 elements and
+    # take 20 and 28 loads, of 2220 12; the launch's grid checks items). Smaller inputs (up to 2^20 elements and
     # 8192 an output) take the block an output, not the runs kernel.
     x = make_input(shape, torch.float32, "cuda")
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     whole = items == shape[1]
     if chunk <= 4096 or chunk <= 8192 and (whole or items <= 4 * sms):
-        expected = (0, max(16, 4 * math.ceil(chunk / (4 * 256))))
+        expected = (0, max(8, 4 * math.ceil(chunk / (4 * 256))))
     else:
         expected = (-1, 16) if chunk <= 3 * 4096 and items <= 5 * sms else (4, 8)
     for fn in (reduce_ops.sum, reduce_ops.amax):
@@ -1489,6 +1491,7 @@ def test_few_row_and_one_round_split_sums_are_within_their_tree_depth(kind, view
 
 
 RUNS_SUM_CASES = {  # shape over (0, 2), REDUCE_OPS_RUNS_ONCE, kAdjacent, plain, the error bound in ulps of sum|x|
+    "once12": ((60, 600, 37), "1", 0, True, math.ceil(math.log2(2220)) + 4),
     "once16": ((64, 512, 49), "1", 0, True, math.ceil(math.log2(3136)) + 4),
     "once20": ((96, 256, 49), "1", 0, True, math.ceil(math.log2(4704)) + 4),
     "once24": ((112, 256, 49), "1", 0, True, math.ceil(math.log2(5488)) + 4),
@@ -1504,8 +1507,9 @@ RUNS_SUM_CASES = {  # shape over (0, 2), REDUCE_OPS_RUNS_ONCE, kAdjacent, plain,
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
 @pytest.mark.parametrize("case", list(RUNS_SUM_CASES))
 def test_runs_by_elements_sums_are_within_their_bounds(monkeypatch, kind, case):
-    # Float32 runs by elements (reduce_two_groups_runs_kernel, 16-32 loads a round): an unsplit one
-    # round (3136 values on 16 loads a thread, 4704 on 20, 5488 on 24, 6272 on 28, 7840 on 32) is summed as one
+    # Float32 runs by elements (reduce_two_groups_runs_kernel, 8-32 loads a round): an unsplit one round
+    # (2220 values on 12 loads a thread, 3136 on 16, 4704 on 20, 5488 on 24, 6272 on 28, 7840 on 32) is
+    # summed as one
     # pairwise tree, plain (launch_two_groups_runs launches it with PlainReducer): |error| <= depth *
     # u * sum|x|, depth <= ceil(log2(n)) + 4. Split, each segment (here of at most 4096) so and the
     # partials folded compensated: two roundings more. Rounds of 16 (10976 values unsplit, 1024 x 49

@@ -1113,13 +1113,13 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
 // once (`left`), so that a load costs a compare, two adds, a select and an address (RunCursor's 64-bit
 // pointer and a 64-bit bound a load took 200 instructions for the 16 loads where these take 110, and
 // these small kernels wait on issue; session95.txt section 3). Offsets past the span wrap harmlessly:
-// only the loads counted are made. A round's 16-32 values fold to 8 by hand, then as 8
+// only the loads counted are made. A round's 8-32 values fold to 8 by hand, then as 8
 // (tree_fold left 16 rolled in local memory, session 93).
 template <int kLoads, int kThreads, bool kRounds, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
                                                                    int64_t start, int64_t end, const R& r) {
   using V = typename R::Value;
-  static_assert(kLoads >= 16 && kLoads <= 32 && kLoads % 4 == 0, "folds to 8 by hand, then tree_fold's 8");
+  static_assert(kLoads >= 8 && kLoads <= 32 && kLoads % 4 == 0, "folds to 8 by hand, then tree_fold's 8");
   const int64_t f = start + threadIdx.x;
   int left = f < end ? static_cast<int>((end - f + kThreads - 1) / kThreads) : 0;  // kLoads at most without kRounds
   const uint32_t run = static_cast<uint32_t>(a.run_packs), at = static_cast<uint32_t>(f);
@@ -1150,10 +1150,15 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
     V w[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      constexpr int kLast = kLoads - 1;  // the indices past it are not taken; clamped, they stay in bounds
-      const V low = k + 16 < kLoads ? reduce(v[k], v[k + 16 < kLoads ? k + 16 : kLast]) : v[k];
-      const V high = k + 24 < kLoads ? reduce(v[k + 8], v[k + 24 < kLoads ? k + 24 : kLast]) : v[k + 8];
-      w[k] = reduce(low, high);
+      // Indices past the round are not taken; clamped to its last, they stay in bounds.
+      const auto at = [](int i) { return i < kLoads ? i : kLoads - 1; };
+      const V low = k + 16 < kLoads ? reduce(v[k], v[at(k + 16)]) : v[k];
+      if (k + 8 < kLoads) {
+        const V high = k + 24 < kLoads ? reduce(v[at(k + 8)], v[at(k + 24)]) : v[at(k + 8)];
+        w[k] = reduce(low, high);
+      } else {
+        w[k] = low;
+      }
     }
     return tree_fold(w, reduce);
   };
