@@ -1195,19 +1195,19 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // 560 x 49 amax 5.91 -> 5.31 (5.91); 96 x 2048 x 49 sum 13.91 -> 12.32 (12.36); 96 x 512 x 49 sum
 // 5.06 -> 5.01 (4.73); 1.01-1.18x, by events 1.01-1.17x (whole rows; split segments of this size
 // were not measured).
-// Past 4096 elements the round is the fewest multiple of 4 loads that covers the segment (20, 24, 28
-// or 32; once_loads_for), where it was a multiple of 8 (24 or 32): a round of 20 holds 48 registers as 24 does, 28
-// holds 52. H200, float32 over (0, 2), 24 -> 20 and 32 -> 28 loads (torch.compile; session98.txt
-// section 5): CUDA graphs, 96 x 4096 x 49 sum 21.87 -> 21.25 (21.37), amax 22.30 -> 21.76 (24.63), 96 x
-// 2048 x 49 amax 12.49 -> 12.32, 1024 x 64 x 49 sum 7.43 -> 7.33, 256 x 256 x 7 x 7 over (0, 2, 3) amax
-// 7.21 -> 7.11; on the 22 cases that took 20 or 28, 0.99-1.03x in graphs and by events (no loss past
-// 0.6%).
+// Past 4096 elements the round is the fewest multiple of 4 loads that covers the segment (20, 24,
+// 28 or 32; once_loads_for), where it was a multiple of 8 (24 or 32): a round of 20 holds 48
+// registers as 24 does, 28 holds 52. H200, float32 over (0, 2), 24 -> 20 and 32 -> 28 loads
+// (torch.compile; session98.txt section 5): CUDA graphs, 96 x 4096 x 49 sum 21.87 -> 21.25 (21.37),
+// amax 22.30 -> 21.76 (24.63), 96 x 2048 x 49 amax 12.49 -> 12.32, 1024 x 64 x 49 sum 7.43 -> 7.33,
+// 256 x 256 x 7 x 7 over (0, 2, 3) amax 7.21 -> 7.11; on the 22 cases that took 20 or 28, 0.99-1.03x
+// in graphs and by events (no loss past 0.6%).
 // Up to 4096 elements likewise 8 or 12 where they cover the segment, not 16 (12 holds 40 registers,
-// as 16; 8 holds 36-40). H200, float32, us, 16 -> 12 loads (torch.compile; session98.txt section 7):
-// CUDA graphs, 60 x 600 x 37 over (0, 2) sum 4.22 -> 4.09 (4.11), amax 4.20 -> 4.10 (4.50), 44 x 1024 x
-// 49 amax 5.72 -> 5.62 (5.59), 48 x 512 x 7 x 7 over (0, 2, 3) even; 1.00-1.03x, by events too. Segments of
-// at most 2048 take 8 only where forced (REDUCE_OPS_REDUCE_CHUNK): the runs kernel takes none shorter
-// than a round of 2048 (launch_two_groups_runs), nor splits into them.
+// as 16; 8 holds 36-40). H200, float32, us, 16 -> 12 loads (torch.compile; session98.txt section
+// 7): CUDA graphs, 60 x 600 x 37 over (0, 2) sum 4.22 -> 4.09 (4.11), amax 4.20 -> 4.10 (4.50), 44 x
+// 1024 x 49 amax 5.72 -> 5.62 (5.59), 48 x 512 x 7 x 7 over (0, 2, 3) even; 1.00-1.03x, by events
+// too. Segments of at most 2048 take 8 only where forced (REDUCE_OPS_REDUCE_CHUNK): the runs kernel
+// takes none shorter than a round of 2048 (launch_two_groups_runs), nor splits into them.
 constexpr int kOnceLoads = 16, kOnceFewestLoads = 8, kOnceWideLoads = 32, kOnceLoadsStep = 4;
 int once_loads_for(int64_t chunk) {
   const int64_t loads = ceil_div(ceil_div(chunk, int64_t{kRowsBlockThreads}), int64_t{kOnceLoadsStep}) * kOnceLoadsStep;
@@ -1274,7 +1274,8 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // Float32 runs by elements, where a row's runs span less than 2^31 elements (32-bit offsets): in
   // one round (above) of 256 threads x the fewest multiple of 4 loads that covers the segment
   // (once_loads_for: 8-16) where the segments hold at most 4096 elements, of 256 x 20, 24, 28 or 32
-  // where they hold at most 8192 and the rows are whole or the items fit the SMs 4 at a time, an unsplit compensated sum folding plain there (TreeReducer: at most 8192 values, as
+  // where they hold at most 8192 and the rows are whole or the items fit the SMs 4 at a time, an
+  // unsplit compensated sum folding plain there (TreeReducer: at most 8192 values, as
   // launch_two_groups); past that in rounds of 256 x 16, at most kRoundsMax a thread, where the items
   // fit the SMs kRoundsMaxItemsPerSM at a time (above). Else 4 adjacent a thread (above), unless a
   // segment's last round is 45% to 7/8 full, where the strided loads won; where the items fit the

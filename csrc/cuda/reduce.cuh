@@ -1151,10 +1151,10 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       // Indices past the round are not taken; clamped to its last, they stay in bounds.
-      const auto at = [](int i) { return i < kLoads ? i : kLoads - 1; };
-      const V low = k + 16 < kLoads ? reduce(v[k], v[at(k + 16)]) : v[k];
+      const auto in_round = [](int i) { return i < kLoads ? i : kLoads - 1; };
+      const V low = k + 16 < kLoads ? reduce(v[k], v[in_round(k + 16)]) : v[k];
       if (k + 8 < kLoads) {
-        const V high = k + 24 < kLoads ? reduce(v[at(k + 8)], v[at(k + 24)]) : v[at(k + 8)];
+        const V high = k + 24 < kLoads ? reduce(v[in_round(k + 8)], v[in_round(k + 24)]) : v[in_round(k + 8)];
         w[k] = reduce(low, high);
       } else {
         w[k] = low;
