@@ -1302,7 +1302,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   if constexpr (sizeof(In) == 4) {
     if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
       const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
-      const bool span32 = (g.qs - 1) * a.q_stride + a.run_packs <= INT32_MAX;  // 32-bit offsets (16 a round)
+      const bool span32 = (g.qs - 1) * a.q_stride + a.run_packs <= INT32_MAX;  // 32-bit offsets (the rounds')
       const int64_t once = span32 ? env_nonnegative("REDUCE_OPS_RUNS_ONCE", 2) : 0;
       const bool fits = a.chunk <= kRowsBlockThreads * kOnceWideLoads, narrow = a.chunk <= kRowsBlockThreads * kOnceLoads;
       const bool rule = once == 2 && adjacent == 2;
