@@ -451,7 +451,7 @@ def test_two_group_runs_in_one_round(monkeypatch, shape, layout, loads, chunk):
     # 28; chunk64: segments of 1568-2048 on 8, 1024 x 49 in 17 of 2992 on 12) and unsplit ones (2220 on
     # 12 loads, 9 made: 600 items, more than the SMs hold at once; 4704 on 20, 18-19 made; 5488 on 24,
     # 6272 on 28 (24-25 made), 7840 on 32); runs of 37 and 49 cross into the next run. (Unsplit
-    # segments of less than 2048 elements take the stages, not the runs kernel.)
+    # segments of less than 2048 elements take the short kernel or the stages, not the runs kernel.)
     check_forced_runs_kernel(monkeypatch, shape, layout, chunk, "1", (1, loads[1] if chunk else loads[0], 4, 0, 256))
 
 
@@ -507,6 +507,76 @@ def test_two_group_runs_default_kernel_by_segment_and_items(shape, chunk, items)
         assert [g[0] for g, _ in grids] == [items], grids
     check_sum(x, (0, 2))
     check_amax(x, (0, 2))
+
+
+def short_threads(row):
+    """reduce_two_groups_short_kernel's threads an output for rows of `row` elements: 8 loads a thread."""
+    return 256 if row > 1024 else 128 if row > 512 else 64 if row > 256 else 32
+
+
+def short_kernel_launch(fn):
+    """The one launch fn() makes, which must be reduce_two_groups_short_kernel's: (kItemThreads, grid)."""
+    events = cuda_kernel_events(fn)
+    names = [e["name"] for e in events]
+    assert len(names) == 1 and "reduce_two_groups_short_kernel" in names[0], names
+    return int(re.search(r", (\d+)>\(", names[0]).group(1)), events[0]["args"]["grid"][0]
+
+
+@requires_cuda
+@pytest.mark.parametrize("shape,layout,dim", [
+    ((32, 1024, 49), "contiguous", (0, 2)), ((8, 1024, 14, 14), "contiguous", (0, 2, 3)),
+    ((12, 1024, 11, 11), "contiguous", (0, 2, 3)), ((40, 768, 7, 7), "contiguous", (0, 2, 3)),
+    ((16, 2048, 7, 7), "contiguous", (0, 2, 3)), ((20, 2049, 37), "contiguous", (0, 2)),
+    ((22, 1500, 50), ("cut", 1), (0, 2)), ((4, 20, 300, 60), "contiguous", (1, 3)),
+    ((20, 2200, 65), "contiguous", (0, 2)), ((4, 8192, 49), "contiguous", (0, 2)),
+    ((8, 4096, 40), "contiguous", (0, 2)), ((2, 16384, 49), "contiguous", (0, 2)),
+    ((32, 2048, 7, 7), "contiguous", (0, 2, 3))], ids=str)
+def test_two_group_short_rows_default_kernel(shape, layout, dim):
+    # Float32 rows of runs shorter than the runs kernel's round (2048 elements), past the block an
+    # output's 2^20 elements, take reduce_two_groups_short_kernel: 8 loads a thread, the fewest of 32,
+    # 64, 128 or 256 threads an output that cover the row (2049 rows of 740 on 128 leave the last
+    # block's second output empty), where the row fills at least half its threads' round and the
+    # blocks fit the SMs 16 at a time, else the stages (on 132 SMs 20 x 2200 x 65: 2200 rows of 1300;
+    # 2 x 16384 x 49: rows of 98, 38% of a warp's round). Rows of 1568-1960 (49, 196 (16-byte packs,
+    # read by elements), 121 and 49 a run; 32 x 2048 x 7 x 7 on 2048 blocks), 1452, 1200 (4 x 300
+    # outputs over (1, 3)), 1078 off the 16-byte boundary, 784 and 740 on 128 threads, 320 on 64,
+    # 196 on 32 (8 outputs a block, no barrier).
+    x = runs_input(shape, layout, torch.float32)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    row = math.prod(x.shape[d] for d in dim)
+    rows = x.numel() // row
+    threads = short_threads(row)
+    blocks = math.ceil(rows * threads / 256)
+    short = 2 * row >= threads * 8 and blocks <= 16 * sms
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        if short:
+            assert short_kernel_launch(lambda: fn(x, dim)) == (threads, blocks)
+        else:
+            names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
+            assert len(names) >= 2 and not any("two_groups" in n for n in names), names
+    check_runs_results(x, dim)
+
+
+@requires_cuda
+@pytest.mark.parametrize("knob", ["0", "1"])
+@pytest.mark.parametrize("shape,threads", [((16, 8192, 7, 7), 128), ((32, 2048, 7, 7), 256), ((8, 4096, 40), 64),
+                                           ((2, 16384, 49), 32), ((32, 1024, 49), 256)], ids=str)
+def test_two_group_short_rows_forced(monkeypatch, shape, threads, knob):
+    # REDUCE_OPS_RUNS_SHORT=1 takes the short kernel wherever the rows are shorter than the round,
+    # past the rule's bounds too (8192 rows of 784 on 4096 blocks, past 16 an SM on 132 SMs; rows of
+    # 98, 38% of a warp's round), as inside them (rows of 320 on 64 threads, 1568), and 0 never (the
+    # stages).
+    monkeypatch.setenv("REDUCE_OPS_RUNS_SHORT", knob)
+    x = make_input(shape, torch.float32, "cuda")
+    dim = (0, 2) if x.dim() == 3 else (0, 2, 3)
+    rows = shape[1]
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        if knob == "1":
+            assert short_kernel_launch(lambda: fn(x, dim)) == (threads, math.ceil(rows * threads / 256))
+        else:
+            names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
+            assert len(names) >= 2 and not any("two_groups" in n for n in names), names
+    check_runs_results(x, dim)
 
 
 # ---- dtype= --------------------------------------------------------------------------------

@@ -1108,7 +1108,8 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // a load; 64 x 256 x 14 x 14 bfloat16 sum, before the narrow packs below, 8.61 -> 9.79 us, events),
 // rows of less than one round of loads a thread (a block then holds too few loads for the SM's 4
 // blocks: 64 x 1024 x 64 bfloat16, 512 packs a row, 5.67 -> 8.03 us in a CUDA graph;
-// h200_study/session90.txt, section 3), and runs of 2^31 packs or more (the kernel keeps a pack's
+// h200_study/session90.txt, section 3; float32 ones take launch_two_groups_short's kernel where it
+// reads them faster), and runs of 2^31 packs or more (the kernel keeps a pack's
 // place in its run as an int). The runs by the widest packs (16, 8 or 4 bytes) every run and output
 // starts on and holds whole, 8 in flight a thread (64 registers and 4 blocks an SM for 16- and
 // 8-byte packs, 32 and 8 for 4-byte ones), else element by element, 8 in flight (float64 4; 32
@@ -1207,7 +1208,8 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // 7): CUDA graphs, 60 x 600 x 37 over (0, 2) sum 4.22 -> 4.09 (4.11), amax 4.20 -> 4.10 (4.50), 44 x
 // 1024 x 49 amax 5.72 -> 5.62 (5.59), 48 x 512 x 7 x 7 over (0, 2, 3) even; 1.00-1.03x, by events
 // too. Segments of at most 2048 take 8 only where forced (REDUCE_OPS_REDUCE_CHUNK): the runs kernel
-// takes none shorter than a round of 2048 (launch_two_groups_runs), nor splits into them.
+// takes none shorter than a round of 2048 (launch_two_groups_runs; float32 rows shorter than that take
+// launch_two_groups_short), nor splits into them.
 constexpr int kOnceLoads = 16, kOnceFewestLoads = 8, kOnceWideLoads = 32, kOnceLoadsStep = 4;
 int once_loads_for(int64_t chunk) {
   const int64_t loads = ceil_div(ceil_div(chunk, int64_t{kRowsBlockThreads}), int64_t{kOnceLoadsStep}) * kOnceLoadsStep;
@@ -1228,6 +1230,62 @@ int once_loads_for(int64_t chunk) {
 // 10.05, amax 9.72 -> 10.00), at 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37: 0.99-1.01x); at
 // 7.8 items an SM, two waves, lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x 225 18.07 ->
 // 18.74).
+// Float32 rows of runs shorter than the runs kernel's round (2048 elements), past the block an output's 2^20
+// elements: reduce_two_groups_short_kernel, one round of 8 loads a thread element by element (where packs would
+// fit too: 8 x 1024 x 14 x 14), 32, 64, 128 or 256 threads an output (the fewest that cover the row), 8 blocks
+// an SM; where the row fills at least half its threads' round and the blocks fit the SMs kShortMaxBlocksPerSM at
+// a time, else false and the stages take them (a rows launch, then a columns one). Before, the stages took every
+// such row at 0.68-0.74x torch.compile: the runs kernel's 8-load round in its place (a grid-stride loop, 36
+// registers: 6 blocks an SM) gained 1.03-1.13x where it lost nothing (1024 outputs), on 32 registers 1.12-1.31x,
+// still 0.77-0.93x torch.compile. H200, float32, us, CUDA graphs, stages -> short (torch.compile;
+// h200_study/session99.txt sections 1-4): sums over (0, 2) of 32 x 1024 x 49 5.57 -> 4.04 (4.02), 20 x 2049 x 37
+// (128 threads) 6.41 -> 3.95 (3.81), 4 x 8192 x 49 (32) 5.48 -> 3.88 (3.65), 8 x 4096 x 40 (64) 4.90 -> 3.86
+// (3.28), 48 x 2048 x 33 7.71 -> 6.15 (6.08), over (0, 2, 3) of 8 x 1024 x 14 x 14 5.39 -> 4.00 (3.70), 16 x
+// 2048 x 7 x 7 (128) 5.56 -> 4.01 (3.80), 32 x 2048 x 7 x 7 (2048 blocks) 7.08 -> 6.12 (6.21); amaxes alike:
+// 1.09-1.62x on 768-2048 blocks (up to 15.5 an SM), by events 1.08-1.50x. At 31 blocks an SM 0.90-1.02x (by
+// events 0.98-1.13), at 62 0.88-0.98x (16 x 16384 x 7 x 7, 32 x 8192 x 7 x 7); rows of 98 on 32 threads (38%
+// full) 0.98-1.00x, 2 x 65536 x 60 (120 on 32, 62 an SM) 0.68x. REDUCE_OPS_RUNS_SHORT: 0 never, 1 wherever the
+// rows are shorter than the round (the rows' runs within 2^31 elements), 2 (default) by the rule.
+constexpr int kShortMaxBlocksPerSM = 16;
+template <typename In, typename Out, typename R>
+bool launch_two_groups_short(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
+                             cudaStream_t stream) {
+  const int64_t row = g.qs * g.ms, rows = g.outer * g.inner;
+  const int threads = row > 1024 ? 256 : row > 512 ? 128 : row > 256 ? 64 : 32;
+  const int64_t blocks = ceil_div(rows * threads, int64_t{kRowsBlockThreads});
+  if (g.ms < 4 || (g.qs - 1) * g.q_stride + g.ms > INT32_MAX || blocks > INT32_MAX) return false;
+  const int64_t knob = env_nonnegative("REDUCE_OPS_RUNS_SHORT", 2);
+  const bool rule = 2 * row >= threads * kShortLoads && blocks <= kShortMaxBlocksPerSM * sm_count();
+  if (knob == 0 || (knob == 2 && !rule)) return false;
+  TwoGroupsRunsArgs a{};
+  a.rows = rows;
+  a.inner = g.inner;
+  a.outer_stride = g.outer_stride;
+  a.inner_stride = g.inner_stride;
+  a.q_stride = g.q_stride;
+  a.run_packs = static_cast<int>(g.ms);
+  a.row_packs = row;
+  a.wrap_ptr = a.q_stride - a.run_packs;
+  a.splits = 1;
+  a.chunk = row;
+  a.step_packs = threads % a.run_packs;
+  a.step_ptr = (threads / a.run_packs) * a.q_stride + a.step_packs;
+  using Tree = typename TreeReducer<R>::type;  // at most 2048 values an output: a plain tree
+  Tree tree{};
+  if constexpr (std::is_same_v<Tree, R>) tree = r;
+  const auto launch = [&](auto kernel) {
+    kernel<<<static_cast<unsigned>(blocks), kRowsBlockThreads, 0, stream>>>(xt.const_data_ptr<In>(),
+                                                                             out_t.mutable_data_ptr<Out>(), a, tree);
+  };
+  switch (threads) {
+    case 32: launch(reduce_two_groups_short_kernel<In, Out, Tree, 32>); break;
+    case 64: launch(reduce_two_groups_short_kernel<In, Out, Tree, 64>); break;
+    case 128: launch(reduce_two_groups_short_kernel<In, Out, Tree, 128>); break;
+    default: launch(reduce_two_groups_short_kernel<In, Out, Tree, 256>);
+  }
+  return true;
+}
+
 constexpr int kRoundsMax = 3, kRoundsMaxItemsPerSM = 5;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
@@ -1243,6 +1301,9 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
                             g.outer_stride * kBytes, g.inner_stride * kBytes}) / static_cast<int64_t>(kBytes)));
   const bool packed = vec > 1;
   const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
+  if constexpr (sizeof(In) == 4) {  // float32 rows shorter than a round: the short kernel, or the stages
+    if (g.qs * g.ms < kRowsBlockThreads * kScalars) return launch_two_groups_short<In, Out>(xt, g, out_t, r, stream);
+  }
   if (vec * sizeof(In) < 4 || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;
   TwoGroupsRunsArgs a{};
   a.rows = g.outer * g.inner;

@@ -23,6 +23,8 @@
 //                             (dims 0 and 2 of (N, C, L)): a block an output, one launch.
 //   reduce_two_groups_runs_kernel  larger ones whose inner group is contiguous: each output's
 //                             runs split over blocks as the split rows' segments, one launch.
+//   reduce_two_groups_short_kernel  float32 ones whose outputs hold less than 2048 elements:
+//                             32-256 threads an output, one round of loads, one launch.
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim, and blocks split it further when the
@@ -1104,7 +1106,7 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
   return acc;
 }
 
-// This thread's partial over elements tid, tid + kThreads, ... of [start, end): rounds of kLoads loads,
+// Thread tid's partial over elements tid, tid + kThreads, ... of [start, end): rounds of kLoads loads,
 // every load of a round issued before its first fold (a load past `end` gives the identity), so one
 // trip to memory a round where rounds of 8 took several. Without kRounds the segment holds at most
 // kThreads x kLoads elements: one round. With it, whole rounds come first and the last, guarded one
@@ -1117,10 +1119,10 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
 // (tree_fold left 16 rolled in local memory, session 93).
 template <int kLoads, int kThreads, bool kRounds, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
-                                                                   int64_t start, int64_t end, const R& r) {
+                                                                   int64_t start, int64_t end, int tid, const R& r) {
   using V = typename R::Value;
   static_assert(kLoads >= 8 && kLoads <= 32 && kLoads % 4 == 0, "folds to 8 by hand, then tree_fold's 8");
-  const int64_t f = start + threadIdx.x;
+  const int64_t f = start + tid;
   int left = f < end ? static_cast<int>((end - f + kThreads - 1) / kThreads) : 0;  // kLoads at most without kRounds
   const uint32_t run = static_cast<uint32_t>(a.run_packs), at = static_cast<uint32_t>(f);
   uint32_t j = at % run;                                        // its place in its run
@@ -1191,7 +1193,7 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
     typename R::Acc part;
     if constexpr (kAdjacent <= 0) {
       static_assert(kVec == 1 && kAdjacent >= -1, "rounds by elements");
-      part = thread_reduce_runs_once<kUnroll, kRowsBlockThreads, (kAdjacent < 0)>(base, a, start, end, r);
+      part = thread_reduce_runs_once<kUnroll, kRowsBlockThreads, (kAdjacent < 0)>(base, a, start, end, threadIdx.x, r);
     } else if constexpr (kAdjacent > 1) {
       // Warp-uniform whole rounds on the 4-block kernel only: on the 8-block one they lost amaxes
       // 4% (launch_two_groups_runs).
@@ -1205,6 +1207,42 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
       arrive_and_fold_row(acc, w, row, a.splits, partial, counters, out, last, r);
     } else {
       if (threadIdx.x == 0) out[row] = static_cast<Out>(r.finish(acc));
+    }
+  }
+}
+
+// Rows of runs shorter than one round of the runs kernel (TwoGroupsRunsArgs of elements, rows whole),
+// kItemThreads threads an output in one round of kShortLoads loads a thread (thread_reduce_runs_once),
+// kRowsBlockThreads / kItemThreads adjacent outputs a block, bounded to 8 blocks an SM (32
+// registers). Each output's warps fold by butterfly, then its first warp folds its warps' values
+// after the block's one barrier. Outputs past a.rows (the last block's) load and write nothing.
+constexpr int kShortLoads = 8;
+template <typename In, typename Out, typename R, int kItemThreads>
+__global__ void __launch_bounds__(kRowsBlockThreads, 8)
+    reduce_two_groups_short_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a, R r) {
+  static_assert(kRowsBlockThreads % kItemThreads == 0 && kItemThreads % kWarpSize == 0, "whole warps an output");
+  constexpr int kItems = kRowsBlockThreads / kItemThreads, kItemWarps = kItemThreads / kWarpSize;
+  using Acc = typename R::Acc;
+  [[maybe_unused]] __shared__ Acc warp_parts[kRowsBlockThreads / kWarpSize];
+  const int t = threadIdx.x % kItemThreads, warp = threadIdx.x / kWarpSize;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kItems + threadIdx.x / kItemThreads;
+  Acc part = R::identity();
+  if (row < a.rows) {
+    const int64_t o = a.inner == 1 ? row : row / a.inner;
+    const In* base = x + o * a.outer_stride + (row - o * a.inner) * a.inner_stride;
+    part = thread_reduce_runs_once<kShortLoads, kItemThreads, false>(base, a, 0, a.row_packs, t, r);
+  }
+  part = warp_all_reduce<kWarpSize>(part, r);
+  if constexpr (kItemWarps == 1) {  // a warp an output: no barrier
+    if (t == 0 && row < a.rows) out[row] = static_cast<Out>(r.finish(part));
+  } else {
+    if (threadIdx.x % kWarpSize == 0) warp_parts[warp] = part;
+    __syncthreads();
+    if (t < kWarpSize) {  // the output's first warp, all of its lanes (the butterfly's shuffles)
+      const int lane = t;
+      Acc v = lane < kItemWarps ? warp_parts[warp + lane] : R::identity();
+      v = warp_all_reduce<kItemWarps>(v, r);
+      if (lane == 0 && row < a.rows) out[row] = static_cast<Out>(r.finish(v));
     }
   }
 }
