@@ -107,14 +107,15 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # (4 x 8192 x 49: rows of 196 on 32 threads, 8 outputs a block); and with REDUCE_OPS_TWO_GROUPS_MAX=0
     # and REDUCE_OPS_RUNS_SHORT=1 small ones on 64 (8 x 64 x 49), 32 (3 x 101 x 37, the last block's
     # outputs past the rows; 4 x 3 x 7 x 60 over (1, 3), two kept dims), 128 (2 x 5 x 300) and 256
-    # threads an output (41 x 9 x 49).
+    # threads an output (41 x 9 x 49); and rows of 16-byte packs shorter than a round of them (512
+    # and 750 packs) by elements in the runs kernel (2 x 6 x 1024, 3 x 5 x 1000: 8 and 12 loads).
     if dtype == torch.float32:
         x = torch.randn((4, 8192, 49), device=dev, dtype=dtype)
         check(f"sum short runs {dtype} {x.shape}", reduce_ops.sum(x, (0, 2)), x.double().sum((0, 2)), tol * 50)
         check(f"amax short runs {dtype} {x.shape}", reduce_ops.amax(x, (0, 2)), torch.amax(x, (0, 2)), 0)
         os.environ.update(REDUCE_OPS_TWO_GROUPS_MAX="0", REDUCE_OPS_RUNS_SHORT="1")
         for shape, dim in [((8, 64, 49), (0, 2)), ((3, 101, 37), (0, 2)), ((4, 3, 7, 60), (1, 3)),
-                           ((2, 5, 300), (0, 2)), ((41, 9, 49), (0, 2))]:
+                           ((2, 5, 300), (0, 2)), ((41, 9, 49), (0, 2)), ((2, 6, 1024), (0, 2)), ((3, 5, 1000), (0, 2))]:
             x = torch.randn(shape, device=dev, dtype=dtype)
             check(f"sum short runs {dtype} {shape}", reduce_ops.sum(x, dim), x.double().sum(dim), tol * 50)
             check(f"amax short runs {dtype} {shape}", reduce_ops.amax(x, dim), torch.amax(x, dim), 0)

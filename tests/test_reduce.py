@@ -579,6 +579,30 @@ def test_two_group_short_rows_forced(monkeypatch, shape, threads, knob):
     check_runs_results(x, dim)
 
 
+@requires_cuda
+@pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "knob0"])
+@pytest.mark.parametrize("shape,dim,loads", [((16, 1024, 14, 14), (0, 2, 3), 16), ((8, 512, 28, 28), (0, 2, 3), 28),
+                                             ((64, 1024, 32), (0, 2), 8), ((96, 1024, 42), (0, 2), 16)], ids=str)
+def test_two_group_runs_by_elements_where_packs_fall_short_of_a_round(monkeypatch, shape, dim, loads, knob):
+    # Float32 rows of 16-byte (or 8-byte: runs of 42) packs shorter than the runs kernel's round of
+    # 256 x 8 packs but not than one of 2048 elements (3136, 6272, 2048 and 4032 elements) take it by
+    # elements, the one round's fewest multiple of 4 loads that covers the row, a block an output;
+    # with REDUCE_OPS_RUNS_ELEMENTS=0 the stages.
+    if knob is not None:
+        monkeypatch.setenv("REDUCE_OPS_RUNS_ELEMENTS", knob)
+    x = make_input(shape, torch.float32, "cuda")
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        if knob is None:
+            k = runs_kernel_args(lambda: fn(x, dim))
+            assert (k["vec"], k["unroll"], k["adjacent"], k["threads"]) == (1, loads, 0, 256), k
+            grids = cuda_launch_dims(lambda: fn(x, dim), "reduce_two_groups_runs_kernel")
+            assert [g[0] for g, _ in grids] == [shape[1]], grids
+        else:
+            names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
+            assert len(names) >= 2 and not any("two_groups" in n for n in names), names
+    check_runs_results(x, dim)
+
+
 # ---- dtype= --------------------------------------------------------------------------------
 
 SUM_DTYPE_PAIRS = [

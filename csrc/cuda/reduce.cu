@@ -1296,9 +1296,20 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   const In* x = xt.const_data_ptr<In>();
   // The widest pack (kVec, kVec / 2, ... elements) every run and output starts on and holds whole.
   constexpr uint64_t kBytes = sizeof(In);
-  const int vec = static_cast<int>(std::max<int64_t>(
+  int vec = static_cast<int>(std::max<int64_t>(
       1, widest_pack_bytes({reinterpret_cast<uintptr_t>(x), g.ms * kBytes, g.q_stride * kBytes,
                             g.outer_stride * kBytes, g.inner_stride * kBytes}) / static_cast<int64_t>(kBytes)));
+  // Float32 rows of packs shorter than a round of packs (256 x 8) but not than one of elements (256 x
+  // 8), by elements, where the stages took them (REDUCE_OPS_RUNS_ELEMENTS=0 leaves them there). H200,
+  // us, CUDA graphs, stages -> elements (torch.compile; h200_study/session99.txt section 7): over (0,
+  // 2, 3) 16 x 1024 x 14 x 14 sum 6.95 -> 5.97 (5.54), 8 x 512 x 28 x 28 9.25 -> 5.57 (5.05), 32 x 1024
+  // x 14 x 14 9.84 -> 8.57 (8.22), 16 x 2048 x 14 x 14 9.83 -> 9.44 (8.65), 64 x 512 x 8 x 8 5.74 ->
+  // 4.64 (4.00); over (0, 2) 64 x 1024 x 32 5.72 -> 5.19 (4.12), 96 x 1024 x 42 (8-byte packs) 8.25 ->
+  // 6.67 (6.21); amaxes alike: 1.03-1.70x, by events 1.07-1.56x.
+  if (sizeof(In) == 4 && vec > 1 && g.qs * g.ms / vec < kRowsBlockThreads * 8 &&
+      g.qs * g.ms >= kRowsBlockThreads * kScalars && env_nonnegative("REDUCE_OPS_RUNS_ELEMENTS", 1) != 0) {
+    vec = 1;
+  }
   const bool packed = vec > 1;
   const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
   if constexpr (sizeof(In) == 4) {  // float32 rows shorter than a round: the short kernel, or the stages
