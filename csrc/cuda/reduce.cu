@@ -1230,6 +1230,28 @@ int once_loads_for(int64_t chunk) {
 // 10.05, amax 9.72 -> 10.00), at 7-10 were even (512 x 512 x 7 x 7, 1024 x 512 x 37: 0.99-1.01x); at
 // 7.8 items an SM, two waves, lost 4-9% (256 x 1024 x 49 17.10 -> 18.61, 64 x 1024 x 225 18.07 ->
 // 18.74).
+// The runs of g in packs of vec elements, each row one segment (splits 1), a thread's step unset.
+TwoGroupsRunsArgs runs_args(const TwoGroupsGeometry& g, int vec) {
+  TwoGroupsRunsArgs a{};
+  a.rows = g.outer * g.inner;
+  a.inner = g.inner;
+  a.outer_stride = g.outer_stride / vec;
+  a.inner_stride = g.inner_stride / vec;
+  a.q_stride = g.q_stride / vec;
+  a.run_packs = static_cast<int>(g.ms / vec);
+  a.row_packs = g.qs * a.run_packs;
+  a.wrap_ptr = a.q_stride - a.run_packs;
+  a.splits = 1;
+  a.chunk = a.row_packs;
+  return a;
+}
+
+// A thread's step of `stride` packs through a's runs: within a run, and in memory.
+void set_runs_step(TwoGroupsRunsArgs& a, int64_t stride) {
+  a.step_packs = static_cast<int>(stride % a.run_packs);
+  a.step_ptr = (stride / a.run_packs) * a.q_stride + a.step_packs;
+}
+
 // Float32 rows of runs shorter than the runs kernel's round (2048 elements), past the block an output's 2^20
 // elements: reduce_two_groups_short_kernel, one round of 8 loads a thread element by element (where packs would
 // fit too: 8 x 1024 x 14 x 14), 32, 64, 128 or 256 threads an output (the fewest that cover the row), 8 blocks
@@ -1257,19 +1279,8 @@ bool launch_two_groups_short(const at::Tensor& xt, const TwoGroupsGeometry& g, c
   const int64_t knob = env_nonnegative("REDUCE_OPS_RUNS_SHORT", 2);
   const bool rule = 2 * row >= threads * kShortLoads && blocks <= kShortMaxBlocksPerSM * sm_count();
   if (knob == 0 || (knob == 2 && !rule)) return false;
-  TwoGroupsRunsArgs a{};
-  a.rows = rows;
-  a.inner = g.inner;
-  a.outer_stride = g.outer_stride;
-  a.inner_stride = g.inner_stride;
-  a.q_stride = g.q_stride;
-  a.run_packs = static_cast<int>(g.ms);
-  a.row_packs = row;
-  a.wrap_ptr = a.q_stride - a.run_packs;
-  a.splits = 1;
-  a.chunk = row;
-  a.step_packs = threads % a.run_packs;
-  a.step_ptr = (threads / a.run_packs) * a.q_stride + a.step_packs;
+  TwoGroupsRunsArgs a = runs_args(g, 1);
+  set_runs_step(a, threads);
   using Tree = typename TreeReducer<R>::type;  // at most 2048 values an output: a plain tree
   Tree tree{};
   if constexpr (std::is_same_v<Tree, R>) tree = r;
@@ -1316,19 +1327,9 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     if (g.qs * g.ms < kRowsBlockThreads * kScalars) return launch_two_groups_short<In, Out>(xt, g, out_t, r, stream);
   }
   if (vec * sizeof(In) < 4 || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;
-  TwoGroupsRunsArgs a{};
-  a.rows = g.outer * g.inner;
-  a.inner = g.inner;
-  a.outer_stride = g.outer_stride / vec;
-  a.inner_stride = g.inner_stride / vec;
-  a.q_stride = g.q_stride / vec;
-  a.run_packs = static_cast<int>(g.ms / vec);
-  a.row_packs = g.qs * a.run_packs;
-  a.wrap_ptr = a.q_stride - a.run_packs;
+  TwoGroupsRunsArgs a = runs_args(g, vec);
   const int64_t bytes = a.rows * g.qs * g.ms * static_cast<int64_t>(sizeof(In));
   const int64_t min_chunk = std::max(round, min_split_chunk<In>(bytes) / vec);
-  a.splits = 1;
-  a.chunk = a.row_packs;
   if (a.rows <= kMaxCounters && a.row_packs >= 2 * min_chunk) {
     const RowSplit plan = split_rows(a.rows, a.row_packs, min_chunk);
     a.splits = plan.splits;
@@ -1391,8 +1392,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
       }
     }
   }
-  a.step_packs = static_cast<int>(stride % a.run_packs);
-  a.step_ptr = (stride / a.run_packs) * a.q_stride + a.step_packs;
+  set_runs_step(a, stride);
   if (vec == kVec) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec, 8, 4, 1>;
   if constexpr (kVec / 2 > 1) {
     if (vec == kVec / 2) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 2, 8, 4, 1>;
