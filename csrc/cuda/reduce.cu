@@ -1070,6 +1070,15 @@ void with_reducer(ReduceKind kind, const Fn& run) {
 // (0, 2, 3) of 32 x 64 x 7 x 7 3.94 -> 2.46 (2.32); bfloat16 16 x 256 x 256 4.00 -> 3.83; past
 // 2^20 the block an output falls behind: 128 x 256 x 7 x 7 bfloat16 4.67 -> 5.48, 128 x 512 x 7 x
 // 7 float32 7.16 -> 8.89.
+// Those inputs take the short kernel or the runs kernel's one round first where those apply
+// (launch_two_groups_runs, small; REDUCE_OPS_TWO_GROUPS_SMALL_RUNS=0 leaves them to the block an
+// output): H200, us, CUDA graphs over copies past 256 MB, block -> short or one round (torch.compile;
+// h200_study/session100.txt section 5): float32 over (0, 2, 3) 32 x 2048 x 4 x 4 sum 5.30 -> 3.79
+// (3.30), 4 x 1024 x 14 x 14 4.00 -> 3.33 (2.94), 7 x 4100 x 9 x 3 4.95 -> 3.45 (3.16), 64 x 256 x 8 x 8
+// (one round) 4.38 -> 4.06 (3.29), over (0, 2) 8 x 2048 x 49 5.48 -> 3.34 (3.06), 60 x 700 x 6 3.43 ->
+// 2.74 (2.59); bfloat16 32 x 2048 x 4 x 4 5.51 -> 3.33 (2.90), 8 x 512 x 14 x 14 4.17 -> 3.46 (2.51), 30 x
+// 500 x 69 (one round) 5.45 -> 4.11 (3.11); 1.05-1.72x, but 64 x 256 x 7 x 7 bfloat16's sum 4.01 -> 4.31
+// (amax even) and 2 x 512 x 32 x 32 float32's amax 4.34 -> 4.48 (by elements then; pairs now).
 constexpr int64_t kTwoGroupsMaxElements = int64_t{1} << 20;
 constexpr int64_t kTwoGroupsMaxPerOutput = 32 * kWarpSize * 8;
 
@@ -1100,17 +1109,24 @@ void launch_two_groups(const at::Tensor& xt, const TwoGroupsGeometry& g, const a
 // stages them; shorter ones are staged): a run of a few sectors wastes the parts of its first and
 // last sectors it does not use. At 128 bytes the runs still won (H200, events, us, stages -> runs:
 // 512 x 64 x 32 float32 over (0, 2) sum 8.80 -> 7.97, amax 8.19 -> 7.74; session90.txt, section
-// 3); shorter ones were not measured.
+// 3). Shorter runs of at least 4 elements in rows of at most 256 x 32 elements take the short kernel or
+// the one round by elements (reduce_two_groups_cuda; REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0 leaves them to
+// the stages). H200, us, CUDA graphs over copies past 256 MB, stages -> now (torch.compile;
+// h200_study/session100.txt section 3): float32 over (0, 2, 3) 64 x 1024 x 5 x 5 6.09 -> 4.43 (4.01), 128 x
+// 1024 x 3 x 3 6.34 -> 4.69 (4.00), 256 x 1024 x 5 x 5 13.49 -> 10.09 (9.65), 512 x 256 x 3 x 3 7.09 -> 4.73
+// (4.19), over (0, 2) 256 x 512 x 20 10.16 -> 6.01 (5.05); amaxes alike: 1.29-1.79x.
 constexpr int64_t kTwoGroupsMinRunBytes = 128;
 
 // reduce_two_groups_runs_kernel, or false (launching nothing) where the stages read faster: runs of
 // 16-bit elements that hold no whole 4-byte pack (odd lengths or starts: element by element, 2 bytes
-// a load; 64 x 256 x 14 x 14 bfloat16 sum, before the narrow packs below, 8.61 -> 9.79 us, events),
+// a load; 64 x 256 x 14 x 14 bfloat16 sum, before the narrow packs below, 8.61 -> 9.79 us, events)
+// in rows past one round of 256 x 32 of them or on more outputs than the SMs hold 4 at a time (below),
 // rows of less than one round of loads a thread (a block then holds too few loads for the SM's 4
 // blocks: 64 x 1024 x 64 bfloat16, 512 packs a row, 5.67 -> 8.03 us in a CUDA graph;
-// h200_study/session90.txt, section 3; float32 ones take launch_two_groups_short's kernel where it
-// reads them faster), and runs of 2^31 packs or more (the kernel keeps a pack's
-// place in its run as an int). The runs by the widest packs (16, 8 or 4 bytes) every run and output
+// h200_study/session90.txt, section 3; those take launch_two_groups_short's kernel where it reads
+// them faster, or narrower packs, or the one round by elements), and runs of 2^31 packs or more (the
+// kernel keeps a pack's place in its run as an int). `small`: an input the block an output would
+// take (launch_two_groups), launched here only by the short kernel or the one round (else false). The runs by the widest packs (16, 8 or 4 bytes) every run and output
 // starts on and holds whole, 8 in flight a thread (64 registers and 4 blocks an SM for 16- and
 // 8-byte packs, 32 and 8 for 4-byte ones), else element by element, 8 in flight (float64 4; 32
 // registers, 8 blocks); rows split as launch_rows splits few long rows (split_rows, segments of at
@@ -1252,11 +1268,12 @@ void set_runs_step(TwoGroupsRunsArgs& a, int64_t stride) {
   a.step_ptr = (stride / a.run_packs) * a.q_stride + a.step_packs;
 }
 
-// Float32 rows of runs shorter than the runs kernel's round (2048 elements), past the block an output's 2^20
-// elements: reduce_two_groups_short_kernel, one round of 8 loads a thread element by element (where packs would
-// fit too: 8 x 1024 x 14 x 14), 32, 64, 128 or 256 threads an output (the fewest that cover the row), 8 blocks
-// an SM; where the row fills at least half its threads' round and the blocks fit the SMs kShortMaxBlocksPerSM at
-// a time, else false and the stages take them (a rows launch, then a columns one). Before, the stages took every
+// Rows shorter than the short kernel's round of loads (2048 of them), past the block an output's 2^20
+// elements (and below them, where launch_two_groups_runs takes them first): reduce_two_groups_short_kernel,
+// one round of 8 loads a thread, by elements or by pairs (vec 2: 8-byte packs of float32, 4-byte ones of
+// 16-bit; launch_two_groups_runs says where), 32, 64, 128 or 256 threads an output (the fewest that cover
+// the row), 8 blocks an SM; where the row fills at least half its threads' round and the blocks fit the SMs
+// kShortMaxBlocksPerSM at a time, else false and the stages take them (a rows launch, then a columns one). Before, the stages took every
 // such row at 0.68-0.74x torch.compile: the runs kernel's 8-load round in its place (a grid-stride loop, 36
 // registers: 6 blocks an SM) gained 1.03-1.13x where it lost nothing (1024 outputs), on 32 registers 1.12-1.31x,
 // still 0.77-0.93x torch.compile. H200, float32, us, CUDA graphs, stages -> short (torch.compile;
@@ -1268,18 +1285,28 @@ void set_runs_step(TwoGroupsRunsArgs& a, int64_t stride) {
 // events 0.98-1.13), at 62 0.88-0.98x (16 x 16384 x 7 x 7, 32 x 8192 x 7 x 7); rows of 98 on 32 threads (38%
 // full) 0.98-1.00x, 2 x 65536 x 60 (120 on 32, 62 an SM) 0.68x. REDUCE_OPS_RUNS_SHORT: 0 never, 1 wherever the
 // rows are shorter than the round (the rows' runs within 2^31 elements), 2 (default) by the rule.
+// Pairs, and 16-bit rows (the stages before): H200, us, CUDA graphs over copies of the input past 256 MB,
+// before -> now (torch.compile; h200_study/session100.txt sections 2-4): bfloat16 over (0, 2, 3) 8 x 1024 x 14
+// x 14 sum 5.25 -> 3.70 (3.28) (by elements 4.39), amax 5.64 -> 3.97 (3.86), 16 x 1024 x 14 x 14 6.26 -> 4.73
+// (4.70), over (0, 2) 4 x 2048 x 200 5.02 -> 3.62 (3.22) (elements 4.47), 64 x 1024 x 32 5.07 -> 4.15 (3.62);
+// float16 8 x 1024 x 14 x 14 5.29 -> 3.68 (3.29); 1.18-1.46x; by elements, runs of odd length or under 128
+// bytes: bfloat16 16 x 1024 x 65 5.05 -> 4.29 (3.16), 32 x 1024 x 7 x 7 4.61 -> 4.38 (3.62), 16 x 2048 x 7 x 7
+// 4.54 -> 4.29 (3.66). Float32, elements -> pairs: 8 x 4096 x 40 4.41 -> 4.11 (3.59), 64 x 1024 x 32 (the one
+// round by elements before) 5.84 -> 4.96 (4.50), 32 x 1024 x 8 x 8 5.45 -> 4.67 (4.58), 12 x 1024 x 14 x 14
+// 6.47 -> 5.61 (5.16), 16 x 1024 x 14 x 14 6.42 -> 5.99 (5.73); 1.06-1.19x, but 8 x 1024 x 14 x 14's sum 4.22 ->
+// 4.53 (amax even; elements measured 4.59-4.69 in two other runs).
 constexpr int kShortMaxBlocksPerSM = 16;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_short(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
-                             cudaStream_t stream) {
-  const int64_t row = g.qs * g.ms, rows = g.outer * g.inner;
+                             cudaStream_t stream, int vec = 1) {
+  const int64_t row = g.qs * g.ms / vec, rows = g.outer * g.inner;
   const int threads = row > 1024 ? 256 : row > 512 ? 128 : row > 256 ? 64 : 32;
   const int64_t blocks = ceil_div(rows * threads, int64_t{kRowsBlockThreads});
   if (g.ms < 4 || (g.qs - 1) * g.q_stride + g.ms > INT32_MAX || blocks > INT32_MAX) return false;
   const int64_t knob = env_nonnegative("REDUCE_OPS_RUNS_SHORT", 2);
   const bool rule = 2 * row >= threads * kShortLoads && blocks <= kShortMaxBlocksPerSM * sm_count();
   if (knob == 0 || (knob == 2 && !rule)) return false;
-  TwoGroupsRunsArgs a = runs_args(g, 1);
+  TwoGroupsRunsArgs a = runs_args(g, vec);
   set_runs_step(a, threads);
   using Tree = typename TreeReducer<R>::type;  // at most 2048 values an output: a plain tree
   Tree tree{};
@@ -1288,19 +1315,29 @@ bool launch_two_groups_short(const at::Tensor& xt, const TwoGroupsGeometry& g, c
     kernel<<<static_cast<unsigned>(blocks), kRowsBlockThreads, 0, stream>>>(xt.const_data_ptr<In>(),
                                                                              out_t.mutable_data_ptr<Out>(), a, tree);
   };
-  switch (threads) {
-    case 32: launch(reduce_two_groups_short_kernel<In, Out, Tree, 32>); break;
-    case 64: launch(reduce_two_groups_short_kernel<In, Out, Tree, 64>); break;
-    case 128: launch(reduce_two_groups_short_kernel<In, Out, Tree, 128>); break;
-    default: launch(reduce_two_groups_short_kernel<In, Out, Tree, 256>);
+  const auto by_threads = [&](auto vec_tag) {
+    constexpr int kVec = decltype(vec_tag)::value;
+    switch (threads) {
+      case 32: launch(reduce_two_groups_short_kernel<In, Out, Tree, 32, kVec>); break;
+      case 64: launch(reduce_two_groups_short_kernel<In, Out, Tree, 64, kVec>); break;
+      case 128: launch(reduce_two_groups_short_kernel<In, Out, Tree, 128, kVec>); break;
+      default: launch(reduce_two_groups_short_kernel<In, Out, Tree, 256, kVec>);
+    }
+  };
+  if constexpr (sizeof(In) <= 4) {
+    if (vec == 2) {
+      by_threads(Int<2>{});
+      return true;
+    }
   }
+  by_threads(Int<1>{});
   return true;
 }
 
 constexpr int kRoundsMax = 3, kRoundsMaxItemsPerSM = 5;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, bool small) {
   using Acc = typename R::Acc;
   constexpr int kVec = kMaxVec<In>;
   constexpr int kScalars = sizeof(In) == 8 ? 4 : 8;  // float64: 8 spilled at 32 registers
@@ -1317,20 +1354,61 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // x 14 x 14 9.84 -> 8.57 (8.22), 16 x 2048 x 14 x 14 9.83 -> 9.44 (8.65), 64 x 512 x 8 x 8 5.74 ->
   // 4.64 (4.00); over (0, 2) 64 x 1024 x 32 5.72 -> 5.19 (4.12), 96 x 1024 x 42 (8-byte packs) 8.25 ->
   // 6.67 (6.21); amaxes alike: 1.03-1.70x, by events 1.07-1.56x.
-  if (sizeof(In) == 4 && vec > 1 && g.qs * g.ms / vec < kRowsBlockThreads * 8 &&
-      g.qs * g.ms >= kRowsBlockThreads * kScalars && env_nonnegative("REDUCE_OPS_RUNS_ELEMENTS", 1) != 0) {
-    vec = 1;
+  const int64_t row = g.qs * g.ms, rows = g.outer * g.inner;
+  constexpr int64_t kShortRow = kRowsBlockThreads * kShortLoads;  // the short kernel takes rows of fewer loads
+  constexpr int64_t kPackRound = kRowsBlockThreads * 8;           // a round of packs: 8 a thread
+  int short_vec = 0;        // the short kernel's loads: elements (1) or pairs (2); 0 where not taken
+  bool elements16 = false;  // 16-bit rows by elements in the one round
+  // The short kernel's loads for rows whose runs hold packs of v elements: pairs where v >= 2 and the
+  // row holds less than its round of pairs but at least 128 (its rule wants half of a warp's round),
+  // else elements where it holds less than a round of those; 0: not the short kernel.
+  const auto short_loads = [&](int v) {
+    if (v >= 2 && row / 2 < kShortRow && row / 2 >= kShortRow / 16 && env_nonnegative("REDUCE_OPS_RUNS_PAIRS", 1) != 0) {
+      return 2;
+    }
+    return row < kShortRow ? 1 : 0;
+  };
+  if constexpr (sizeof(In) == 4) {
+    short_vec = short_loads(vec);
+    if (short_vec == 0 && vec > 1 && row / vec < kPackRound && env_nonnegative("REDUCE_OPS_RUNS_ELEMENTS", 1) != 0) {
+      vec = 1;
+    }
   }
+  // 16-bit rows short of a round of their widest packs (REDUCE_OPS_RUNS_16=0 leaves them to the
+  // stages): narrower packs where a round of those fits the row (4-byte ones only where the rows fit
+  // the SMs 4 at a time), else the short kernel (pairs, or elements), else by elements in the one
+  // round where the row holds at most 256 x 32 elements and the rows fit the SMs 4 at a time. H200,
+  // us, CUDA graphs over copies past 256 MB, stages -> now (torch.compile; h200_study/session100.txt
+  // sections 1-2): bfloat16 over (0, 2, 3), 8-byte packs, 32 x 1024 x 16 x 16 sum 8.95 -> 7.52 (6.55), 16
+  // x 512 x 28 x 28 8.25 -> 7.13 (6.80); 4-byte, 32 x 512 x 14 x 14 7.04 -> 5.96 (4.13), float16 6.63 ->
+  // 5.56 (3.97); by elements, over (0, 2) 64 x 512 x 65 6.51 -> 5.22 (4.01), 120 x 300 x 67 amax 7.05 ->
+  // 5.94 (5.51), over (0, 2, 3) 64 x 512 x 7 x 7 5.10 -> 4.89 (3.56), 128 x 256 x 7 x 7 5.23 -> 4.88 (3.82);
+  // amaxes alike, 1.00-1.28x. On 1024 outputs 4-byte packs lost (24 x 1024 x 14 x 14 7.54 -> 8.58), as
+  // did the one round by elements (16 x 1024 x 14 x 14 6.76 -> 7.32, 32 x 1024 x 16 x 16 9.05 -> 11.28);
+  // 8-byte packs won there (above).
+  if constexpr (sizeof(In) == 2) {
+    if ((vec == 1 || row / vec < kPackRound) && env_nonnegative("REDUCE_OPS_RUNS_16", 1) != 0) {
+      while (vec > 2 && row / vec < kPackRound) vec /= 2;
+      if (vec == 2 && row / 2 >= kPackRound) {
+        if (rows > 4 * sm_count()) return false;
+      } else if (vec <= 2) {  // no pack's round fits the row
+        short_vec = short_loads(vec);
+        if (short_vec == 0) {  // rows of 2048 elements or more, in runs of odd length or start
+          if (row > kRowsBlockThreads * kOnceWideLoads || rows > 4 * sm_count()) return false;
+          vec = 1;
+          elements16 = true;
+        }
+      }
+    }
+  }
+  if (short_vec > 0) return launch_two_groups_short<In, Out>(xt, g, out_t, r, stream, short_vec);
   const bool packed = vec > 1;
   const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
-  if constexpr (sizeof(In) == 4) {  // float32 rows shorter than a round: the short kernel, or the stages
-    if (g.qs * g.ms < kRowsBlockThreads * kScalars) return launch_two_groups_short<In, Out>(xt, g, out_t, r, stream);
-  }
-  if (vec * sizeof(In) < 4 || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;
+  if ((vec * sizeof(In) < 4 && !elements16) || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;
   TwoGroupsRunsArgs a = runs_args(g, vec);
   const int64_t bytes = a.rows * g.qs * g.ms * static_cast<int64_t>(sizeof(In));
   const int64_t min_chunk = std::max(round, min_split_chunk<In>(bytes) / vec);
-  if (a.rows <= kMaxCounters && a.row_packs >= 2 * min_chunk) {
+  if (!small && a.rows <= kMaxCounters && a.row_packs >= 2 * min_chunk) {
     const RowSplit plan = split_rows(a.rows, a.row_packs, min_chunk);
     a.splits = plan.splits;
     a.chunk = plan.chunk;
@@ -1400,8 +1478,14 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   if constexpr (kVec / 4 > 1) {
     if (vec == kVec / 4) kernel = reduce_two_groups_runs_kernel<In, Out, R, kVec / 4, 8, 8, 1>;
   }
+  if constexpr (sizeof(In) == 2) {
+    if (elements16) {
+      once_loads = once_loads_for(a.chunk);
+      kernel = once_kernel(Tag<R>{});
+    }
+  }
   using Tree = typename TreeReducer<R>::type;
-  if constexpr (sizeof(In) == 4 && !std::is_same_v<Tree, R>) {  // float32 only: the one round's element loads
+  if constexpr (sizeof(In) <= 4 && !std::is_same_v<Tree, R>) {  // float32 and 16-bit: the one round's element loads
     if (once_loads > 0 && a.splits == 1) {  // at most 8192 values an output: a tree of depth <= 13
       const auto once = once_kernel(Tag<Tree>{});
       once<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr,
@@ -1409,6 +1493,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
       return true;
     }
   }
+  if (small && once_loads == 0) return false;
   kernel<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters, r);
   return true;
 }
@@ -1439,9 +1524,17 @@ bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, con
                      g.outer * g.inner * g.qs * g.ms <=
                          cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_MAX", cuda::kTwoGroupsMaxElements);
   const int64_t min_run_bytes = cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_RUN_BYTES", cuda::kTwoGroupsMinRunBytes);
-  const bool runs = !small && g.m_stride == 1 && min_run_bytes > 0 &&
-                    g.ms * static_cast<int64_t>(x.element_size()) >= min_run_bytes;
+  // Shorter runs of at least 4 elements in rows of at most 256 x 32 elements, by elements: the short
+  // kernel, or the runs kernel's one round (launch_two_groups_runs). REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0
+  // leaves them to the stages.
+  const bool runs = g.m_stride == 1 && min_run_bytes > 0 &&
+                    (g.ms * static_cast<int64_t>(x.element_size()) >= min_run_bytes ||
+                     (g.ms >= 4 && g.qs * g.ms <= cuda::kRowsBlockThreads * 32 &&
+                      cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_SHORT_RUNS", 1) != 0));
   if (!small && !runs) return false;
+  // Inputs the block an output takes: the short kernel or the runs kernel's one round instead where
+  // they apply (REDUCE_OPS_TWO_GROUPS_SMALL_RUNS=0: never; experiment).
+  const bool runs_first = runs && (!small || cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_SMALL_RUNS", 1) != 0);
   const c10::cuda::CUDAGuard guard(x.device());
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   bool launched = true;
@@ -1449,8 +1542,11 @@ bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, con
     using In = typename decltype(in_tag)::type;
     using Out = typename decltype(out_tag)::type;
     cuda::with_reducer<In, Out>(kind, [&](const auto& r) {
-      if (small) cuda::launch_two_groups<In, Out>(x, g, out, r, stream);
-      else launched = cuda::launch_two_groups_runs<In, Out>(x, g, out, r, stream);
+      launched = runs_first && cuda::launch_two_groups_runs<In, Out>(x, g, out, r, stream, small);
+      if (!launched && small) {
+        cuda::launch_two_groups<In, Out>(x, g, out, r, stream);
+        launched = true;
+      }
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -730,19 +730,24 @@ __global__ void __launch_bounds__(kBlock) reduce_staged_rows_kernel(const In* __
 // The block's fold of every thread's v (kWarps warps, 1-D), for every thread, after one barrier:
 // each warp folds the warps' values itself where block_all_reduce has warp 0 fold them and
 // broadcast them after a second barrier (0.09 us of a 1024-float sum in a CUDA graph, H100,
-// h100_study/session42_small_rows.txt). Its slots are written once: a kernel calls it once.
-template <int kWarps, typename Acc, typename Op>
+// h100_study/session42_small_rows.txt). With kGroupWarps < kWarps, the fold of each group of
+// kGroupWarps adjacent warps for that group's threads (several outputs a block); no barrier where a
+// group is one warp. Its slots are written once: a kernel calls it once.
+template <int kWarps, int kGroupWarps = kWarps, typename Acc, typename Op>
 __device__ __forceinline__ Acc block_fold_once(Acc v, Op op) {
   static_assert(kWarps >= 1 && kWarps <= kWarpSize && (kWarps & (kWarps - 1)) == 0, "1 to 32 warps, a power of two");
+  static_assert(kGroupWarps >= 1 && kWarps % kGroupWarps == 0 && (kGroupWarps & (kGroupWarps - 1)) == 0,
+                "groups of a power of two warps that divide the block");
   v = warp_all_reduce<kWarpSize>(v, op);
-  if constexpr (kWarps == 1) {
+  if constexpr (kGroupWarps == 1) {
     return v;
   } else {
     __shared__ Acc warp_results[kWarps];
-    const int lane = threadIdx.x % kWarpSize;
-    if (lane == 0) warp_results[threadIdx.x / kWarpSize] = v;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    if (lane == 0) warp_results[warp] = v;
     __syncthreads();
-    return warp_all_reduce<kWarps>(lane < kWarps ? warp_results[lane] : Op::identity(), op);
+    const int first = kGroupWarps == kWarps ? 0 : warp - warp % kGroupWarps;  // the group's first warp
+    return warp_all_reduce<kGroupWarps>(lane < kGroupWarps ? warp_results[first + lane] : Op::identity(), op);
   }
 }
 
@@ -1116,8 +1121,9 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
 // pointer and a 64-bit bound a load took 200 instructions for the 16 loads where these take 110, and
 // these small kernels wait on issue; session95.txt section 3). Offsets past the span wrap harmlessly:
 // only the loads counted are made. A round's 8-32 values fold to 8 by hand, then as 8
-// (tree_fold left 16 rolled in local memory, session 93).
-template <int kLoads, int kThreads, bool kRounds, typename In, typename R>
+// (tree_fold left 16 rolled in local memory, session 93). kVec 2: a load is a pack of 2 elements (a's
+// places and steps in packs), folded to one value as it arrives (the short kernel's pairs).
+template <int kLoads, int kThreads, bool kRounds, int kVec = 1, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
                                                                    int64_t start, int64_t end, int tid, const R& r) {
   using V = typename R::Value;
@@ -1131,8 +1137,9 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
                  wrap = static_cast<uint32_t>(a.wrap_ptr);
   // Opaque to the compiler, so that a load's address is one multiply-add (base + off): else it folded
   // row's own sum into each load's, a 64-bit add and shift and a reload of x a load. Its loads by
-  // __ldg: the opaque pointer lost the read-only path (LD, not LDG.CONSTANT).
-  const In* base = row;
+  // __ldg (load_read_only): the opaque pointer lost the read-only path (LD, not LDG.CONSTANT).
+  using P = std::conditional_t<kVec == 1, In, Pack<In, kVec>>;  // a load: an element, or a pack of kVec
+  const P* base = reinterpret_cast<const P*>(row);
   asm("" : "+l"(base));
   const V none = r.finish(R::identity());
   const auto reduce = [&r](V x, V y) { return r.reduce(x, y); };
@@ -1140,7 +1147,11 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
     V v[kLoads];
 #pragma unroll
     for (int u = 0; u < kLoads; ++u) {
-      v[u] = u < count ? static_cast<V>(__ldg(base + off)) : none;
+      if constexpr (kVec == 1) {
+        v[u] = u < count ? static_cast<V>(load_read_only(base + off)) : none;
+      } else {
+        v[u] = u < count ? pack_value(load_read_only(base + off), r) : none;
+      }
       off += step_off;
       j += step_j;
       if (j >= run) {
@@ -1211,40 +1222,28 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
   }
 }
 
-// Rows of runs shorter than one round of the runs kernel (TwoGroupsRunsArgs of elements, rows whole),
-// kItemThreads threads an output in one round of kShortLoads loads a thread (thread_reduce_runs_once),
+// Rows of runs shorter than one round of the runs kernel (TwoGroupsRunsArgs of elements, or of pairs
+// where kVec is 2; rows whole), kItemThreads threads an output in one round of kShortLoads loads a
+// thread (thread_reduce_runs_once),
 // kRowsBlockThreads / kItemThreads adjacent outputs a block, bounded to 8 blocks an SM (32
-// registers). Each output's warps fold by butterfly, then its first warp folds its warps' values
-// after the block's one barrier. Outputs past a.rows (the last block's) load and write nothing.
+// registers), each output's warps folded by block_fold_once's groups (one barrier; none where an
+// output is one warp). Outputs past a.rows (the last block's) load and write nothing.
 constexpr int kShortLoads = 8;
-template <typename In, typename Out, typename R, int kItemThreads>
+template <typename In, typename Out, typename R, int kItemThreads, int kVec = 1>
 __global__ void __launch_bounds__(kRowsBlockThreads, 8)
     reduce_two_groups_short_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a, R r) {
   static_assert(kRowsBlockThreads % kItemThreads == 0 && kItemThreads % kWarpSize == 0, "whole warps an output");
-  constexpr int kItems = kRowsBlockThreads / kItemThreads, kItemWarps = kItemThreads / kWarpSize;
-  using Acc = typename R::Acc;
-  [[maybe_unused]] __shared__ Acc warp_parts[kRowsBlockThreads / kWarpSize];
-  const int t = threadIdx.x % kItemThreads, warp = threadIdx.x / kWarpSize;
+  constexpr int kItems = kRowsBlockThreads / kItemThreads;
+  const int t = threadIdx.x % kItemThreads;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kItems + threadIdx.x / kItemThreads;
-  Acc part = R::identity();
+  typename R::Acc part = R::identity();
   if (row < a.rows) {
     const int64_t o = a.inner == 1 ? row : row / a.inner;
-    const In* base = x + o * a.outer_stride + (row - o * a.inner) * a.inner_stride;
-    part = thread_reduce_runs_once<kShortLoads, kItemThreads, false>(base, a, 0, a.row_packs, t, r);
+    const In* base = x + (o * a.outer_stride + (row - o * a.inner) * a.inner_stride) * kVec;
+    part = thread_reduce_runs_once<kShortLoads, kItemThreads, false, kVec>(base, a, 0, a.row_packs, t, r);
   }
-  part = warp_all_reduce<kWarpSize>(part, r);
-  if constexpr (kItemWarps == 1) {  // a warp an output: no barrier
-    if (t == 0 && row < a.rows) out[row] = static_cast<Out>(r.finish(part));
-  } else {
-    if (threadIdx.x % kWarpSize == 0) warp_parts[warp] = part;
-    __syncthreads();
-    if (t < kWarpSize) {  // the output's first warp, all of its lanes (the butterfly's shuffles)
-      const int lane = t;
-      Acc v = lane < kItemWarps ? warp_parts[warp + lane] : R::identity();
-      v = warp_all_reduce<kItemWarps>(v, r);
-      if (lane == 0 && row < a.rows) out[row] = static_cast<Out>(r.finish(v));
-    }
-  }
+  part = block_fold_once<kRowsBlockThreads / kWarpSize, kItemThreads / kWarpSize>(part, r);
+  if (t == 0 && row < a.rows) out[row] = static_cast<Out>(r.finish(part));
 }
 
 // ---- Columns -----------------------------------------------------------------------------
