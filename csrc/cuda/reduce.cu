@@ -1073,7 +1073,7 @@ void with_reducer(ReduceKind kind, const Fn& run) {
 // Those inputs take the short kernel or the runs kernel's one round first where those apply
 // (launch_two_groups_runs, small; REDUCE_OPS_TWO_GROUPS_SMALL_RUNS=0 leaves them to the block an
 // output): H200, us, CUDA graphs over copies past 256 MB, block -> short or one round (torch.compile;
-// h200_study/session100.txt section 5): float32 over (0, 2, 3) 32 x 2048 x 4 x 4 sum 5.30 -> 3.79
+// h200_study/session100.txt section 5b): float32 over (0, 2, 3) 32 x 2048 x 4 x 4 sum 5.30 -> 3.79
 // (3.30), 4 x 1024 x 14 x 14 4.00 -> 3.33 (2.94), 7 x 4100 x 9 x 3 4.95 -> 3.45 (3.16), 64 x 256 x 8 x 8
 // (one round) 4.38 -> 4.06 (3.29), over (0, 2) 8 x 2048 x 49 5.48 -> 3.34 (3.06), 60 x 700 x 6 3.43 ->
 // 2.74 (2.59); bfloat16 32 x 2048 x 4 x 4 5.51 -> 3.33 (2.90), 8 x 512 x 14 x 14 4.17 -> 3.46 (2.51), 30 x
@@ -1112,7 +1112,7 @@ void launch_two_groups(const at::Tensor& xt, const TwoGroupsGeometry& g, const a
 // 3). Shorter runs of at least 4 elements in rows of at most 256 x 32 elements take the short kernel or
 // the one round by elements (reduce_two_groups_cuda; REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0 leaves them to
 // the stages). H200, us, CUDA graphs over copies past 256 MB, stages -> now (torch.compile;
-// h200_study/session100.txt section 3): float32 over (0, 2, 3) 64 x 1024 x 5 x 5 6.09 -> 4.43 (4.01), 128 x
+// h200_study/session100.txt sections 1-2): float32 over (0, 2, 3) 64 x 1024 x 5 x 5 6.09 -> 4.43 (4.01), 128 x
 // 1024 x 3 x 3 6.34 -> 4.69 (4.00), 256 x 1024 x 5 x 5 13.49 -> 10.09 (9.65), 512 x 256 x 3 x 3 7.09 -> 4.73
 // (4.19), over (0, 2) 256 x 512 x 20 10.16 -> 6.01 (5.05); amaxes alike: 1.29-1.79x.
 constexpr int64_t kTwoGroupsMinRunBytes = 128;
@@ -1126,17 +1126,18 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // h200_study/session90.txt, section 3; those take launch_two_groups_short's kernel where it reads
 // them faster, or narrower packs, or the one round by elements), and runs of 2^31 packs or more (the
 // kernel keeps a pack's place in its run as an int). `small`: an input the block an output would
-// take (launch_two_groups), launched here only by the short kernel or the one round (else false). The runs by the widest packs (16, 8 or 4 bytes) every run and output
-// starts on and holds whole, 8 in flight a thread (64 registers and 4 blocks an SM for 16- and
-// 8-byte packs, 32 and 8 for 4-byte ones), else element by element, 8 in flight (float64 4; 32
-// registers, 8 blocks); rows split as launch_rows splits few long rows (split_rows, segments of at
-// least one round of loads and 16 KB, at most about kReduceSplitBlocks of them in all). H200,
-// events, us, packs 4 -> 8 in flight (session90.txt, section 2): float32 sums over (0, 2) of 16 x
-// 4096 x 1024 68.93 -> 62.91 (torch.compile 61.95), 64 x 512 x 2048 65.09 -> 63.97 (62.69),
-// bfloat16 37.28 -> 34.03 (33.20) and 35.71 -> 34.46 (33.71); amaxes within 0.6%. A sum's fold
-// after each round of loads is in the time a warp waits for the next round: with 4 packs it cost
-// float32 sums up to 9% against amaxes, with 8 it does not (plain adds, REDUCE_OPS_SUM=plain,
-// gained as much). 16 elements in flight lost (256 x 512 x 7 x 7 float32 sum 12.58 -> 21.97).
+// take (launch_two_groups), launched here only by the short kernel or the one round (else false).
+// The runs by the widest packs (16, 8 or 4 bytes) every run and output starts on and holds whole, 8 in
+// flight a thread (64 registers and 4 blocks an SM for 16- and 8-byte packs, 32 and 8 for 4-byte ones),
+// else element by element, 8 in flight (float64 4; 32 registers, 8 blocks); rows split as launch_rows
+// splits few long rows (split_rows, segments of at least one round of loads and 16 KB, at most about
+// kReduceSplitBlocks of them in all). H200, events, us, packs 4 -> 8 in flight (session90.txt,
+// section 2): float32 sums over (0, 2) of 16 x 4096 x 1024 68.93 -> 62.91 (torch.compile 61.95), 64 x
+// 512 x 2048 65.09 -> 63.97 (62.69), bfloat16 37.28 -> 34.03 (33.20) and 35.71 -> 34.46 (33.71); amaxes
+// within 0.6%. A sum's fold after each round of loads is in the time a warp waits for the next round:
+// with 4 packs it cost float32 sums up to 9% against amaxes, with 8 it does not (plain adds,
+// REDUCE_OPS_SUM=plain, gained as much). 16 elements in flight lost (256 x 512 x 7 x 7 float32 sum 12.58
+// -> 21.97).
 // Narrow packs where 16-byte ones do not fit, against the stages (16-bit) or elements (float32)
 // (section 7): bfloat16 sums over (0, 2, 3) of 64 x 256 x 14 x 14 8.86 -> 7.52 (torch.compile 8.35),
 // 256 x 512 x 14 x 14 20.61 -> 18.72 (19.55), over (0, 2) of 128 x 256 x 98 9.06 -> 8.22; float32
@@ -1273,20 +1274,20 @@ void set_runs_step(TwoGroupsRunsArgs& a, int64_t stride) {
 // one round of 8 loads a thread, by elements or by pairs (vec 2: 8-byte packs of float32, 4-byte ones of
 // 16-bit; launch_two_groups_runs says where), 32, 64, 128 or 256 threads an output (the fewest that cover
 // the row), 8 blocks an SM; where the row fills at least half its threads' round and the blocks fit the SMs
-// kShortMaxBlocksPerSM at a time, else false and the stages take them (a rows launch, then a columns one). Before, the stages took every
-// such row at 0.68-0.74x torch.compile: the runs kernel's 8-load round in its place (a grid-stride loop, 36
-// registers: 6 blocks an SM) gained 1.03-1.13x where it lost nothing (1024 outputs), on 32 registers 1.12-1.31x,
-// still 0.77-0.93x torch.compile. H200, float32, us, CUDA graphs, stages -> short (torch.compile;
-// h200_study/session99.txt sections 1-4): sums over (0, 2) of 32 x 1024 x 49 5.57 -> 4.04 (4.02), 20 x 2049 x 37
-// (128 threads) 6.41 -> 3.95 (3.81), 4 x 8192 x 49 (32) 5.48 -> 3.88 (3.65), 8 x 4096 x 40 (64) 4.90 -> 3.86
-// (3.28), 48 x 2048 x 33 7.71 -> 6.15 (6.08), over (0, 2, 3) of 8 x 1024 x 14 x 14 5.39 -> 4.00 (3.70), 16 x
-// 2048 x 7 x 7 (128) 5.56 -> 4.01 (3.80), 32 x 2048 x 7 x 7 (2048 blocks) 7.08 -> 6.12 (6.21); amaxes alike:
-// 1.09-1.62x on 768-2048 blocks (up to 15.5 an SM), by events 1.08-1.50x. At 31 blocks an SM 0.90-1.02x (by
-// events 0.98-1.13), at 62 0.88-0.98x (16 x 16384 x 7 x 7, 32 x 8192 x 7 x 7); rows of 98 on 32 threads (38%
-// full) 0.98-1.00x, 2 x 65536 x 60 (120 on 32, 62 an SM) 0.68x. REDUCE_OPS_RUNS_SHORT: 0 never, 1 wherever the
-// rows are shorter than the round (the rows' runs within 2^31 elements), 2 (default) by the rule.
+// kShortMaxBlocksPerSM at a time, else false and the stages take them (a rows launch, then a columns one). Before,
+// the stages took every such row at 0.68-0.74x torch.compile: the runs kernel's 8-load round in its place (a
+// grid-stride loop, 36 registers: 6 blocks an SM) gained 1.03-1.13x where it lost nothing (1024 outputs), on 32
+// registers 1.12-1.31x, still 0.77-0.93x torch.compile. H200, float32, us, CUDA graphs, stages -> short
+// (torch.compile; h200_study/session99.txt sections 1-4): sums over (0, 2) of 32 x 1024 x 49 5.57 -> 4.04 (4.02),
+// 20 x 2049 x 37 (128 threads) 6.41 -> 3.95 (3.81), 4 x 8192 x 49 (32) 5.48 -> 3.88 (3.65), 8 x 4096 x 40 (64)
+// 4.90 -> 3.86 (3.28), 48 x 2048 x 33 7.71 -> 6.15 (6.08), over (0, 2, 3) of 8 x 1024 x 14 x 14 5.39 -> 4.00
+// (3.70), 16 x 2048 x 7 x 7 (128) 5.56 -> 4.01 (3.80), 32 x 2048 x 7 x 7 (2048 blocks) 7.08 -> 6.12 (6.21); amaxes
+// alike: 1.09-1.62x on 768-2048 blocks (up to 15.5 an SM), by events 1.08-1.50x. At 31 blocks an SM 0.90-1.02x (by
+// events 0.98-1.13), at 62 0.88-0.98x (16 x 16384 x 7 x 7, 32 x 8192 x 7 x 7); rows of 98 on 32 threads (38% full)
+// 0.98-1.00x, 2 x 65536 x 60 (120 on 32, 62 an SM) 0.68x. REDUCE_OPS_RUNS_SHORT: 0 never, 1 wherever the rows are
+// shorter than the round (the rows' runs within 2^31 elements), 2 (default) by the rule.
 // Pairs, and 16-bit rows (the stages before): H200, us, CUDA graphs over copies of the input past 256 MB,
-// before -> now (torch.compile; h200_study/session100.txt sections 2-4): bfloat16 over (0, 2, 3) 8 x 1024 x 14
+// before -> now (torch.compile; h200_study/session100.txt sections 2, 4, 5a): bfloat16 over (0, 2, 3) 8 x 1024 x 14
 // x 14 sum 5.25 -> 3.70 (3.28) (by elements 4.39), amax 5.64 -> 3.97 (3.86), 16 x 1024 x 14 x 14 6.26 -> 4.73
 // (4.70), over (0, 2) 4 x 2048 x 200 5.02 -> 3.62 (3.22) (elements 4.47), 64 x 1024 x 32 5.07 -> 4.15 (3.62);
 // float16 8 x 1024 x 14 x 14 5.29 -> 3.68 (3.29); 1.18-1.46x; by elements, runs of odd length or under 128
@@ -1363,9 +1364,8 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // row holds less than its round of pairs but at least 128 (its rule wants half of a warp's round),
   // else elements where it holds less than a round of those; 0: not the short kernel.
   const auto short_loads = [&](int v) {
-    if (v >= 2 && row / 2 < kShortRow && row / 2 >= kShortRow / 16 && env_nonnegative("REDUCE_OPS_RUNS_PAIRS", 1) != 0) {
-      return 2;
-    }
+    const bool pairs = v >= 2 && row / 2 < kShortRow && row / 2 >= kShortRow / 16;
+    if (pairs && env_nonnegative("REDUCE_OPS_RUNS_PAIRS", 1) != 0) return 2;
     return row < kShortRow ? 1 : 0;
   };
   if constexpr (sizeof(In) == 4) {
@@ -1379,7 +1379,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // the SMs 4 at a time), else the short kernel (pairs, or elements), else by elements in the one
   // round where the row holds at most 256 x 32 elements and the rows fit the SMs 4 at a time. H200,
   // us, CUDA graphs over copies past 256 MB, stages -> now (torch.compile; h200_study/session100.txt
-  // sections 1-2): bfloat16 over (0, 2, 3), 8-byte packs, 32 x 1024 x 16 x 16 sum 8.95 -> 7.52 (6.55), 16
+  // sections 1, 2 and 4): bfloat16 over (0, 2, 3), 8-byte packs, 32 x 1024 x 16 x 16 sum 8.95 -> 7.52 (6.55), 16
   // x 512 x 28 x 28 8.25 -> 7.13 (6.80); 4-byte, 32 x 512 x 14 x 14 7.04 -> 5.96 (4.13), float16 6.63 ->
   // 5.56 (3.97); by elements, over (0, 2) 64 x 512 x 65 6.51 -> 5.22 (4.01), 120 x 300 x 67 amax 7.05 ->
   // 5.94 (5.51), over (0, 2, 3) 64 x 512 x 7 x 7 5.10 -> 4.89 (3.56), 128 x 256 x 7 x 7 5.23 -> 4.88 (3.82);
