@@ -105,14 +105,13 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     os.environ.pop("REDUCE_OPS_REDUCE_CHUNK")
     # Rows shorter than reduce_two_groups_short_kernel's round, past 2^20 elements, by it: elements (4 x
     # 8192 x 49: rows of 196 on 32 threads, 8 outputs a block; 16 x 1024 x 65, 32 x 1024 x 7 x 7: 16-bit
-    # runs of odd length, float32 runs under 128 bytes) and pairs (8 x 4096 x 40: 160 on 32 threads;
-    # 8 x 1024 x 14 x 14: 784 on 128); 16-bit rows short of a round of their widest packs by narrower
-    # ones (32 x 512 x 14 x 14: 4-byte packs) or by elements in the runs kernel's one round (64 x 512 x
-    # 65, 64 x 512 x 7 x 7); runs under 128 bytes by it too (512 x 256 x 3 x 3); inputs under 2^20 by it
-    # (60 x 700 x 6 off the boundary); and with REDUCE_OPS_TWO_GROUPS_MAX=0 and REDUCE_OPS_RUNS_SHORT=1
-    # small ones on 64 (8 x 64 x 49), 32 (3 x 101 x 37, the last block's outputs past the rows; 4 x 3 x 7
-    # x 60 over (1, 3), two kept dims), 128 (2 x 5 x 300 by pairs) and 256 threads an output (41 x 9 x
-    # 49); 2 x 6 x 1024 and 3 x 5 x 1000 by pairs on 128 and 256.
+    # runs of odd length, float32 runs under 128 bytes) and packs of up to 16 bytes (8 x 4096 x 40: 160
+    # pairs on 32 threads; 8 x 1024 x 14 x 14; 32 x 512 x 14 x 14); 16-bit rows by elements in the runs
+    # kernel's one round (64 x 512 x 65, 64 x 512 x 7 x 7); runs under 128 bytes by it too (512 x 256 x 3
+    # x 3); inputs under 2^20 by the short kernel (60 x 700 x 6 off the boundary); and with
+    # REDUCE_OPS_TWO_GROUPS_MAX=0 and REDUCE_OPS_RUNS_SHORT=1 small ones on 64 (8 x 64 x 49), 32 (3 x 101
+    # x 37, the last block's outputs past the rows; 4 x 3 x 7 x 60 over (1, 3), two kept dims), 128 and
+    # 256 threads an output (2 x 5 x 300, 41 x 9 x 49); 2 x 6 x 1024 and 3 x 5 x 1000 by packs.
     if dtype != torch.float64:
         for shape, dim, cut in [((4, 8192, 49), (0, 2), 0), ((16, 1024, 65), (0, 2), 0), ((32, 1024, 7, 7), (0, 2, 3), 0),
                                 ((8, 4096, 40), (0, 2), 0), ((8, 1024, 14, 14), (0, 2, 3), 0),

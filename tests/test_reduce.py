@@ -533,18 +533,18 @@ def short_kernel_launch(fn):
     return int(threads), int(vec), events[0]["args"]["grid"][0]
 
 
-def check_short_kernel(x, dim, pairs):
-    """x over dim takes the short kernel by pairs (or elements) where its rule holds (the row fills at
-    least half its threads' round, the blocks fit the SMs 16 at a time), else the stages; then the
+def check_short_kernel(x, dim, vec):
+    """x over dim takes the short kernel by loads of vec elements where its rule holds (the row fills
+    at least half its threads' round, the blocks fit the SMs 16 at a time), else the stages; then the
     results."""
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     row = math.prod(x.shape[d] for d in dim)
-    units = row // 2 if pairs else row
+    units = row // vec
     threads = short_threads(units)
     blocks = math.ceil(x.numel() // row * threads / 256)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         if 2 * units >= threads * 8 and blocks <= 16 * sms:
-            assert short_kernel_launch(lambda: fn(x, dim)) == (threads, 2 if pairs else 1, blocks)
+            assert short_kernel_launch(lambda: fn(x, dim)) == (threads, vec, blocks)
         else:
             assert_staged(lambda: fn(x, dim))
     check_runs_results(x, dim)
@@ -553,66 +553,70 @@ def check_short_kernel(x, dim, pairs):
 
 
 @requires_cuda
-@pytest.mark.parametrize("shape,layout,dim,pairs", [
-    ((32, 1024, 49), "contiguous", (0, 2), False), ((8, 1024, 14, 14), "contiguous", (0, 2, 3), True),
-    ((12, 1024, 11, 11), "contiguous", (0, 2, 3), False), ((40, 768, 7, 7), "contiguous", (0, 2, 3), False),
-    ((16, 2048, 7, 7), "contiguous", (0, 2, 3), False), ((20, 2049, 37), "contiguous", (0, 2), False),
-    ((22, 1500, 50), ("cut", 1), (0, 2), False), ((4, 20, 300, 60), "contiguous", (1, 3), True),
-    ((20, 2200, 65), "contiguous", (0, 2), False), ((4, 8192, 49), "contiguous", (0, 2), False),
-    ((8, 4096, 40), "contiguous", (0, 2), True), ((2, 16384, 49), "contiguous", (0, 2), False),
-    ((32, 2048, 7, 7), "contiguous", (0, 2, 3), False), ((4, 8192, 40), "contiguous", (0, 2), False),
-    ((16, 1024, 14, 14), "contiguous", (0, 2, 3), True), ((64, 1024, 32), "contiguous", (0, 2), True)], ids=str)
-def test_two_group_short_rows_default_kernel(shape, layout, dim, pairs):
+@pytest.mark.parametrize("shape,layout,dim,vec", [
+    ((32, 1024, 49), "contiguous", (0, 2), 1), ((8, 1024, 14, 14), "contiguous", (0, 2, 3), 4),
+    ((12, 1024, 11, 11), "contiguous", (0, 2, 3), 1), ((40, 768, 7, 7), "contiguous", (0, 2, 3), 1),
+    ((16, 2048, 7, 7), "contiguous", (0, 2, 3), 1), ((20, 2049, 37), "contiguous", (0, 2), 1),
+    ((22, 1500, 50), ("cut", 1), (0, 2), 1), ((4, 20, 300, 60), "contiguous", (1, 3), 4),
+    ((20, 2200, 65), "contiguous", (0, 2), 1), ((4, 8192, 49), "contiguous", (0, 2), 1),
+    ((8, 4096, 40), "contiguous", (0, 2), 2), ((2, 16384, 49), "contiguous", (0, 2), 1),
+    ((32, 2048, 7, 7), "contiguous", (0, 2, 3), 1), ((4, 8192, 40), "contiguous", (0, 2), 1),
+    ((16, 1024, 14, 14), "contiguous", (0, 2, 3), 4), ((64, 1024, 32), "contiguous", (0, 2), 4),
+    ((8, 512, 28, 28), "contiguous", (0, 2, 3), 4), ((30, 1000, 42), ("cut", 2), (0, 2), 2)], ids=str)
+def test_two_group_short_rows_default_kernel(shape, layout, dim, vec):
     # Float32 rows shorter than the short kernel's round of loads, past the block an output's 2^20
     # elements, take reduce_two_groups_short_kernel: 8 loads a thread, the fewest of 32, 64, 128 or 256
-    # threads an output that cover the row, by pairs (8-byte packs) where the runs hold them and the row
-    # 128-2047 of them, else by elements where it holds less than 2048 (2049 rows of 740 on 128 leave
-    # the last block's second output empty); where the row fills at least half its threads' round and
-    # the blocks fit the SMs 16 at a time, else the stages (on 132 SMs 20 x 2200 x 65: 2200 rows of
-    # 1300; 2 x 16384 x 49: rows of 98, 38% of a warp's round). Pairs: rows of 1568 (784 on 128), 1200
-    # (4 x 300 outputs over (1, 3)), 320, 3136 and 2048 (rows of elements past one round before); rows
-    # of 160 (80 pairs, under half a warp's round) by elements. Elements: 1568-1960 (runs of 49, 121 and
-    # 49; 32 x 2048 x 7 x 7 on 2048 blocks), 1078 off the 16-byte boundary, 784 and 740 on 128 threads,
-    # 196 and 160 on 32 (8 outputs a block, no barrier).
-    check_short_kernel(runs_input(shape, layout, torch.float32), dim, pairs)
+    # threads an output that cover the row, by the widest packs (16 or 8 bytes) the runs hold of which
+    # the row holds 128-2047, else by elements where it holds less than 2048 (2049 rows of 740 on 128
+    # leave the last block's second output empty); where the row fills at least half its threads'
+    # round and the blocks fit the SMs 16 at a time, else the stages (on 132 SMs 20 x 2200 x 65: 2200
+    # rows of 1300; 2 x 16384 x 49: rows of 98, 38% of a warp's round). 16-byte packs: rows of 1568
+    # (392 on 64 threads), 1200 (4 x 300 outputs over (1, 3)), 3136, 2048 and 6272 (rows past one
+    # round of elements); 8-byte: 320 (80 16-byte packs, under half a warp's round), and 1200 in runs
+    # of 40 two elements past the 16-byte boundary; elements: rows of 160 (80 pairs), 1568-1960 (runs
+    # of 49, 121 and 49; 32 x 2048 x 7 x 7 on 2048 blocks), 1078 off the boundary, 784 and 740 on 128
+    # threads, 196 and 160 on 32 (8 outputs a block, no barrier).
+    check_short_kernel(runs_input(shape, layout, torch.float32), dim, vec)
 
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("shape,layout,dim,pairs", [
-    ((8, 1024, 14, 14), "contiguous", (0, 2, 3), True), ((16, 1024, 14, 14), "contiguous", (0, 2, 3), True),
-    ((4, 2048, 200), "contiguous", (0, 2), True), ((64, 1024, 32), "contiguous", (0, 2), True),
-    ((16, 1024, 65), "contiguous", (0, 2), False), ((32, 1024, 7, 7), "contiguous", (0, 2, 3), False),
-    ((20, 1030, 65), ("cut", 1), (0, 2), False), ((30, 1100, 66), ("cut", 2), (0, 2), True),
-    ((10, 4100, 9, 3), "contiguous", (0, 2, 3), False), ((3, 8000, 48), "contiguous", (0, 2), False),
-    ((3, 9000, 40), "contiguous", (0, 2), False)], ids=str)
-def test_two_group_16_bit_short_rows_take_the_short_kernel(dtype, shape, layout, dim, pairs):
-    # 16-bit rows shorter than the short kernel's round of pairs (4-byte packs, where the runs hold
-    # them) or of elements, past 2^20 elements, take it as float32's do (stages before): pairs in rows
-    # of 1568 (784 on 128 threads), 3136, 800, 2048 and 1920 (runs of 64 two elements past the
-    # 4-byte boundary: on one); elements in runs of odd length or start (65; 64 one element past the
-    # boundary) and of 49 (98 bytes: runs under 128 bytes), 189 on 32 threads (4100 outputs, the last
-    # block's past them), and 144 (72 pairs, under half a warp's round); rows of 120 (60 pairs, 120
-    # elements on 32 threads: under half their round) the stages.
-    check_short_kernel(runs_input(shape, layout, dtype), dim, pairs)
+@pytest.mark.parametrize("shape,layout,dim,vec", [
+    ((8, 1024, 14, 14), "contiguous", (0, 2, 3), 4), ((16, 1024, 14, 14), "contiguous", (0, 2, 3), 4),
+    ((4, 2048, 200), "contiguous", (0, 2), 4), ((64, 1024, 32), "contiguous", (0, 2), 8),
+    ((16, 512, 28, 28), "contiguous", (0, 2, 3), 8), ((24, 1024, 14, 14), "contiguous", (0, 2, 3), 4),
+    ((16, 1024, 65), "contiguous", (0, 2), 1), ((32, 1024, 7, 7), "contiguous", (0, 2, 3), 1),
+    ((20, 1030, 65), ("cut", 1), (0, 2), 1), ((30, 1100, 66), ("cut", 2), (0, 2), 2),
+    ((10, 4100, 9, 3), "contiguous", (0, 2, 3), 1), ((3, 8000, 48), "contiguous", (0, 2), 1),
+    ((3, 9000, 40), "contiguous", (0, 2), 1)], ids=str)
+def test_two_group_16_bit_short_rows_take_the_short_kernel(dtype, shape, layout, dim, vec):
+    # 16-bit rows shorter than the short kernel's round of loads, past 2^20 elements, take it as
+    # float32's do (the stages, or 4- and 8-byte packs, before): 8-byte packs in rows of 1568 (392 on
+    # 64 threads), 3136, 4704 and 800 (100 16-byte packs, under half a warp's round); 16-byte in rows of
+    # 2048 and 12544; 4-byte in 1920 (runs of 64 two elements past the 4-byte boundary: on one);
+    # elements in runs of odd length or start (65; 64 one element past the boundary) and of 49 (98
+    # bytes: runs under 128 bytes), 189 on 32 threads (4100 outputs, the last block's past them), and
+    # 144 (72 pairs); rows of 120 (60 pairs, 120 elements on 32 threads: under half their round) the
+    # stages.
+    check_short_kernel(runs_input(shape, layout, dtype), dim, vec)
 
 
 @requires_cuda
 @pytest.mark.parametrize("knob", ["0", "1"])
-@pytest.mark.parametrize("shape,threads", [((16, 8192, 7, 7), 128), ((32, 2048, 7, 7), 256), ((8, 4096, 40), 32),
-                                           ((2, 16384, 49), 32), ((32, 1024, 49), 256)], ids=str)
-def test_two_group_short_rows_forced(monkeypatch, shape, threads, knob):
+@pytest.mark.parametrize("shape,threads,vec", [((16, 8192, 7, 7), 128, 1), ((32, 2048, 7, 7), 256, 1),
+                                               ((8, 4096, 40), 32, 2), ((2, 16384, 49), 32, 1),
+                                               ((32, 1024, 49), 256, 1)], ids=str)
+def test_two_group_short_rows_forced(monkeypatch, shape, threads, vec, knob):
     # REDUCE_OPS_RUNS_SHORT=1 takes the short kernel wherever the rows are shorter than its round,
     # past the rule's bounds too (8192 rows of 784 on 4096 blocks, past 16 an SM on 132 SMs; rows of
     # 98, 38% of a warp's round), as inside them (rows of 160 pairs on 32 threads, 1568), and 0 never
-    # (the stages).
+    # (the stages: these rows are shorter than a round of elements).
     monkeypatch.setenv("REDUCE_OPS_RUNS_SHORT", knob)
     x = make_input(shape, torch.float32, "cuda")
     dim = (0, 2) if x.dim() == 3 else (0, 2, 3)
     rows = shape[1]
     for fn in (reduce_ops.sum, reduce_ops.amax):
         if knob == "1":
-            vec = 2 if shape[-1] % 2 == 0 else 1
             assert short_kernel_launch(lambda: fn(x, dim)) == (threads, vec, math.ceil(rows * threads / 256))
         else:
             assert_staged(lambda: fn(x, dim))
@@ -620,20 +624,24 @@ def test_two_group_short_rows_forced(monkeypatch, shape, threads, knob):
 
 
 @requires_cuda
+@pytest.mark.parametrize("pack", ["1", "2"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape,dim", [((8, 1024, 14, 14), (0, 2, 3)), ((16, 1024, 14, 14), (0, 2, 3)),
                                        ((64, 1024, 32), (0, 2)), ((8, 4096, 40), (0, 2))], ids=str)
-def test_two_group_short_rows_by_elements_without_pairs(monkeypatch, dtype, shape, dim):
-    # REDUCE_OPS_RUNS_PAIRS=0: the short kernel loads elements, so rows of 2048 elements or more take
-    # the runs kernel's one round by elements (float32; 16-bit ones where the rows fit the SMs 4 at a
-    # time, else the stages), shorter ones the short kernel by elements.
-    monkeypatch.setenv("REDUCE_OPS_RUNS_PAIRS", "0")
+def test_two_group_short_rows_by_narrower_loads(monkeypatch, pack, dtype, shape, dim):
+    # REDUCE_OPS_RUNS_SHORT_PACK caps the short kernel's loads: 1, elements, so rows of 2048 elements
+    # or more take the runs kernel's one round by elements (float32; 16-bit ones where the rows fit
+    # the SMs 4 at a time, else the stages), shorter ones the short kernel by elements; 2, pairs, rows
+    # of 128-2047 pairs (8 x 4096 x 40's 320 elements too: its 16-byte packs were under 128).
+    monkeypatch.setenv("REDUCE_OPS_RUNS_SHORT_PACK", pack)
     x = make_input(shape, dtype, "cuda")
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     row = math.prod(x.shape[d] for d in dim)
     rows = x.numel() // row
     for fn in (reduce_ops.sum, reduce_ops.amax):
-        if row < 2048:
+        if pack == "2":
+            assert short_kernel_launch(lambda: fn(x, dim))[:2] == (short_threads(row // 2), 2)
+        elif row < 2048:
             assert short_kernel_launch(lambda: fn(x, dim))[:2] == (short_threads(row), 1)
         elif dtype == torch.float32 or rows <= 4 * sms:
             k = runs_kernel_args(lambda: fn(x, dim))
@@ -644,19 +652,23 @@ def test_two_group_short_rows_by_elements_without_pairs(monkeypatch, dtype, shap
 
 
 @requires_cuda
-@pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "knob0"])
-@pytest.mark.parametrize("shape,dim,loads", [((8, 512, 28, 28), (0, 2, 3), 28), ((24, 1024, 14, 14), (0, 2, 3), 20),
-                                             ((400, 512, 20), (0, 2), 32)], ids=str)
-def test_two_group_runs_by_elements_where_packs_fall_short_of_a_round(monkeypatch, shape, dim, loads, knob):
-    # Float32 rows of 16-byte packs shorter than the runs kernel's round of 256 x 8 packs, and of
-    # pairs longer than the short kernel's (6272, 4704 and 8000 elements, the last in runs of 80
-    # bytes), take it by elements, the one round's fewest multiple of 4 loads that covers the row, a
-    # block an output; with REDUCE_OPS_RUNS_ELEMENTS=0 the stages.
-    if knob is not None:
-        monkeypatch.setenv("REDUCE_OPS_RUNS_ELEMENTS", knob)
+@pytest.mark.parametrize("shape,dim,loads,env", [
+    ((8, 4096, 28, 28), (0, 2, 3), 28, {}), ((8, 512, 28, 28), (0, 2, 3), 28, {"REDUCE_OPS_RUNS_SHORT_PACK": "1"}),
+    ((24, 1024, 14, 14), (0, 2, 3), 20, {"REDUCE_OPS_RUNS_SHORT_PACK": "1"}),
+    ((400, 512, 20), (0, 2), 32, {"REDUCE_OPS_RUNS_SHORT": "0"}),
+    ((8, 4096, 28, 28), (0, 2, 3), None, {"REDUCE_OPS_RUNS_ELEMENTS": "0"}),
+    ((8, 512, 28, 28), (0, 2, 3), None, {"REDUCE_OPS_RUNS_ELEMENTS": "0", "REDUCE_OPS_RUNS_SHORT": "0"})], ids=str)
+def test_two_group_runs_by_elements_where_packs_fall_short_of_a_round(monkeypatch, shape, dim, loads, env):
+    # Float32 rows of 16-byte packs shorter than the runs kernel's round of 256 x 8 packs that the
+    # short kernel does not take (its rule: 4096 outputs of 256 threads, past 16 blocks an SM on 132
+    # SMs; or by the knobs) take the runs kernel by elements, the one round's fewest multiple of 4
+    # loads that covers the row (6272, 4704 and 8000 elements, the last in runs of 80 bytes), a
+    # block an output; with REDUCE_OPS_RUNS_ELEMENTS=0 the stages (loads None).
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
     x = make_input(shape, torch.float32, "cuda")
     for fn in (reduce_ops.sum, reduce_ops.amax):
-        if knob is None:
+        if loads is not None:
             k = runs_kernel_args(lambda: fn(x, dim))
             assert (k["vec"], k["unroll"], k["adjacent"], k["threads"]) == (1, loads, 0, 256), k
             grids = cuda_launch_dims(lambda: fn(x, dim), "reduce_two_groups_runs_kernel")
@@ -669,31 +681,43 @@ def test_two_group_runs_by_elements_where_packs_fall_short_of_a_round(monkeypatc
 @requires_cuda
 @pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "knob0"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("shape,layout,dim,kernel", [
-    ((32, 1024, 16, 16), "contiguous", (0, 2, 3), (4, 8, 1)), ((16, 512, 28, 28), "contiguous", (0, 2, 3), (4, 8, 1)),
-    ((32, 512, 14, 14), "contiguous", (0, 2, 3), (2, 8, 1)), ((24, 1024, 14, 14), "contiguous", (0, 2, 3), None),
-    ((64, 512, 65), "contiguous", (0, 2), (1, 20, 0)), ((120, 300, 67), "contiguous", (0, 2), (1, 32, 0)),
-    ((124, 300, 67), "contiguous", (0, 2), None), ((64, 1024, 65), "contiguous", (0, 2), None),
-    ((64, 512, 7, 7), "contiguous", (0, 2, 3), (1, 16, 0)), ((40, 500, 70), ("cut", 1), (0, 2), (1, 12, 0))], ids=str)
-def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtype, shape, layout, dim, kernel):
-    # 16-bit rows shorter than a round of their widest packs (256 x 8) and not than the short kernel's:
-    # narrower packs where a round of those fits the row (8-byte ones for rows of 8192 and 12544; 4-byte
-    # ones for 6272 on 512 outputs, not on 1024, past 4 an SM on 132 SMs: the stages); by elements where
-    # no pack's round fits (runs of odd length or start, or of 98 bytes), in the one round of 256
-    # threads x the fewest multiple of 4 loads that cover the row, where it holds at most 8192 elements
-    # and the rows fit the SMs 4 at a time (4160, 8040, 3136 and 2760 on 300-512 outputs; 8308 and 1024
-    # outputs: the stages). kernel: the runs kernel's (kVec, kUnroll, kAdjacent), None: the stages;
-    # REDUCE_OPS_RUNS_16=0: the stages for all. The bounds are for 128-255 SMs (H100, H200).
+@pytest.mark.parametrize("shape,layout,dim,kernel,env", [
+    ((32, 1024, 16, 16), "contiguous", (0, 2, 3), ("short", 128, 8), {}),
+    ((32, 512, 14, 14), "contiguous", (0, 2, 3), ("short", 256, 4), {}),
+    ((16, 4096, 28, 28), "contiguous", (0, 2, 3), (4, 8, 1), {}),
+    ((16, 512, 28, 28), "contiguous", (0, 2, 3), (4, 8, 1), {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
+    ((32, 512, 14, 14), "contiguous", (0, 2, 3), (2, 8, 1), {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
+    ((24, 1024, 14, 14), "contiguous", (0, 2, 3), None, {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
+    ((64, 512, 65), "contiguous", (0, 2), (1, 20, 0), {}), ((120, 300, 67), "contiguous", (0, 2), (1, 32, 0), {}),
+    ((124, 300, 67), "contiguous", (0, 2), None, {}), ((64, 1024, 65), "contiguous", (0, 2), None, {}),
+    ((64, 512, 7, 7), "contiguous", (0, 2, 3), (1, 16, 0), {}),
+    ((40, 500, 70), ("cut", 1), (0, 2), (1, 12, 0), {})], ids=str)
+def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtype, shape, layout, dim, kernel, env):
+    # 16-bit rows shorter than a round of their widest packs (256 x 8): the short kernel's packs of up
+    # to 16 bytes (rows of 8192 and 6272); where it does not take them (4096 outputs of 256 threads,
+    # past 16 blocks an SM; or REDUCE_OPS_RUNS_SHORT_PACK=2, pairs, which these rows hold too many
+    # of), narrower packs where a round of those fits the row (8-byte ones for rows of 12544; 4-byte
+    # ones for 6272 on 512 outputs, not on 1024, past 4 an SM on 132 SMs: the stages); by elements
+    # where no pack fits (runs of odd length or start, or of 98 bytes), in the one round of 256 threads
+    # x the fewest multiple of 4 loads that cover the row, where it holds 2048-8192 elements and the
+    # rows fit the SMs 4 at a time (4160, 8040, 3136 and 2760 on 300-512 outputs; 8308 and 1024
+    # outputs: the stages). kernel: ("short", threads, kVec), the runs kernel's (kVec, kUnroll,
+    # kAdjacent), None: the stages; REDUCE_OPS_RUNS_16=0: the stages for all. The bounds are for
+    # 128-255 SMs (H100, H200).
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
     if knob is not None:
         monkeypatch.setenv("REDUCE_OPS_RUNS_16", knob)
     x = runs_input(shape, layout, dtype)
     assert 128 <= torch.cuda.get_device_properties(x.device).multi_processor_count < 256
     for fn in (reduce_ops.sum, reduce_ops.amax):
-        if knob is None and kernel is not None:
+        if knob is not None or kernel is None:
+            assert_staged(lambda: fn(x, dim))
+        elif kernel[0] == "short":
+            assert short_kernel_launch(lambda: fn(x, dim))[:2] == kernel[1:]
+        else:
             k = runs_kernel_args(lambda: fn(x, dim))
             assert (k["vec"], k["unroll"], k["adjacent"]) == kernel, k
-        else:
-            assert_staged(lambda: fn(x, dim))
     check_runs_results(x, dim)
     check_sum(x, dim, dtype=torch.float32)
 
@@ -731,19 +755,22 @@ def test_two_group_short_runs(monkeypatch, knob, dtype, shape, layout, dim, kern
 @requires_cuda
 @pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "knob0"])
 @pytest.mark.parametrize("dtype,shape,layout,dim,kernel", [
-    (torch.float32, (32, 2048, 4, 4), "contiguous", (0, 2, 3), ("short", 32, 2)),
+    (torch.float32, (32, 2048, 4, 4), "contiguous", (0, 2, 3), ("short", 32, 4)),
     (torch.float32, (8, 2048, 49), "contiguous", (0, 2), ("short", 64, 1)),
     (torch.float32, (60, 700, 6), ("cut", 1), (0, 2), ("short", 64, 1)),
-    (torch.float32, (64, 256, 8, 8), "contiguous", (0, 2, 3), ("once", 16)),
+    (torch.float32, (64, 256, 8, 8), "contiguous", (0, 2, 3), ("short", 128, 4)),
+    (torch.float32, (64, 256, 7, 7), "contiguous", (0, 2, 3), ("once", 16)),
     (torch.float32, (128, 64, 8, 8), "contiguous", (0, 2, 3), None),
-    (torch.bfloat16, (8, 512, 14, 14), "contiguous", (0, 2, 3), ("short", 128, 2)),
+    (torch.bfloat16, (8, 512, 14, 14), "contiguous", (0, 2, 3), ("short", 64, 4)),
     (torch.bfloat16, (30, 500, 70), ("cut", 1), (0, 2), ("once", 12)),
-    (torch.bfloat16, (16, 256, 256), "contiguous", (0, 2), None)], ids=str)
+    (torch.bfloat16, (16, 256, 256), "contiguous", (0, 2), ("short", 64, 8)),
+    (torch.bfloat16, (2, 8000, 49), "contiguous", (0, 2), None)], ids=str)
 def test_small_two_group_reductions_take_the_short_kernel_or_one_round(monkeypatch, knob, dtype, shape, layout, dim,
                                                                        kernel):
     # Inputs of up to 2^20 elements take the short kernel or the runs kernel's one round where those
-    # apply, as larger ones do, else the block an output (rows of 8192 in 16-byte packs, 4096 in 4-byte
-    # ones); REDUCE_OPS_TWO_GROUPS_SMALL_RUNS=0 the block an output for all.
+    # apply, as larger ones do, else the block an output (float32 rows of 8192 in 16-byte packs, a
+    # round of them; rows of 98 elements, under half a warp's round); REDUCE_OPS_TWO_GROUPS_SMALL_RUNS=0
+    # the block an output for all.
     if knob is not None:
         monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_SMALL_RUNS", knob)
     x = runs_input(shape, layout, dtype)

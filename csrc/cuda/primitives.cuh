@@ -137,15 +137,18 @@ __device__ __forceinline__ T load_cg(const T* p) {
   }
 }
 
-// One element, or a pack of 4 or 8 bytes, by the read-only path (ld.global.nc, __ldg): __ldg has no
-// overload for at::Half, at::BFloat16 or Pack, so those load as a word of their size.
+// One element, or a pack of 4, 8 or 16 bytes, by the read-only path (ld.global.nc, __ldg): __ldg has
+// no overload for at::Half, at::BFloat16 or Pack, so those load as a word of their size.
 template <typename T>
 __device__ __forceinline__ T load_read_only(const T* p) {
   if constexpr (std::is_arithmetic_v<T>) {
     return __ldg(p);
   } else {
-    static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "a 16-bit element or a 4- or 8-byte pack");
-    using Word = std::conditional_t<sizeof(T) == 2, unsigned short, std::conditional_t<sizeof(T) == 4, unsigned, uint2>>;
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16,
+                  "a 16-bit element or a 4-, 8- or 16-byte pack");
+    using Word = std::conditional_t<
+        sizeof(T) == 2, unsigned short,
+        std::conditional_t<sizeof(T) == 4, unsigned, std::conditional_t<sizeof(T) == 8, uint2, uint4>>>;
     const Word w = __ldg(reinterpret_cast<const Word*>(p));
     T v;
     memcpy(&v, &w, sizeof(T));

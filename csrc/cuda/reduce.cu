@@ -1296,6 +1296,16 @@ void set_runs_step(TwoGroupsRunsArgs& a, int64_t stride) {
 // round by elements before) 5.84 -> 4.96 (4.50), 32 x 1024 x 8 x 8 5.45 -> 4.67 (4.58), 12 x 1024 x 14 x 14
 // 6.47 -> 5.61 (5.16), 16 x 1024 x 14 x 14 6.42 -> 5.99 (5.73); 1.06-1.19x, but 8 x 1024 x 14 x 14's sum 4.22 ->
 // 4.53 (amax even; elements measured 4.59-4.69 in two other runs).
+// Packs of up to 16 bytes, the widest of which an output holds at least 128 (REDUCE_OPS_RUNS_SHORT_PACK: the
+// most elements a load; 2 kept pairs): pairs -> widest (torch.compile; session100.txt section 8): bfloat16
+// over (0, 2, 3) 32 x 512 x 14 x 14 (8-byte, the runs kernel's 4-byte packs before) 6.02 -> 4.66 (4.14), 24 x
+// 1024 x 14 x 14 (the stages before) 7.87 -> 5.68 (5.75), 12 x 512 x 28 x 28 (16-byte; 8-byte packs before)
+// 6.50 -> 5.10 (5.09), 16 x 512 x 28 x 28 6.93 -> 6.14 (6.74), 16 x 1024 x 14 x 14 4.83 -> 4.40 (4.92), over
+// (0, 2) 64 x 1024 x 32 4.15 -> 3.86 (3.63); float32 12 x 1024 x 14 x 14 5.52 -> 4.93 (5.20), 32 x 1024 x 8 x
+// 8 4.93 -> 4.59 (4.25), 400 x 512 x 20 (the one round by elements before) 7.88 -> 7.43 (6.92); geomean
+// 1.07x on 23 shapes' sums and amaxes, 0.94-1.39x (24 x 1024 x 14 x 14 float32's sum 0.94x, its amax 1.01x;
+// 32 x 1024 x 8 x 8's amax 0.95x, its sum 1.07x). Packs past 8 bytes take 4 blocks an SM (up to 44
+// registers), the rest 8.
 constexpr int kShortMaxBlocksPerSM = 16;
 template <typename In, typename Out, typename R>
 bool launch_two_groups_short(const at::Tensor& xt, const TwoGroupsGeometry& g, const at::Tensor& out_t, const R& r,
@@ -1330,6 +1340,16 @@ bool launch_two_groups_short(const at::Tensor& xt, const TwoGroupsGeometry& g, c
       by_threads(Int<2>{});
       return true;
     }
+    if (vec == 4) {
+      by_threads(Int<4>{});
+      return true;
+    }
+  }
+  if constexpr (sizeof(In) == 2) {
+    if (vec == 8) {
+      by_threads(Int<8>{});
+      return true;
+    }
   }
   by_threads(Int<1>{});
   return true;
@@ -1358,26 +1378,33 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   const int64_t row = g.qs * g.ms, rows = g.outer * g.inner;
   constexpr int64_t kShortRow = kRowsBlockThreads * kShortLoads;  // the short kernel takes rows of fewer loads
   constexpr int64_t kPackRound = kRowsBlockThreads * 8;           // a round of packs: 8 a thread
-  int short_vec = 0;        // the short kernel's loads: elements (1) or pairs (2); 0 where not taken
+  int short_vec = 0;        // the short kernel's loads, in elements (1, 2, 4 or 8); 0 where not taken
   bool elements16 = false;  // 16-bit rows by elements in the one round
-  // The short kernel's loads for rows whose runs hold packs of v elements: pairs where v >= 2 and the
-  // row holds less than its round of pairs but at least 128 (its rule wants half of a warp's round),
-  // else elements where it holds less than a round of those; 0: not the short kernel.
+  // The short kernel's loads for rows whose runs hold packs of v elements: the widest pack (up to v, and
+  // to REDUCE_OPS_RUNS_SHORT_PACK elements) of which the row holds at least 128 (its rule wants half of a
+  // warp's round), where it holds less than a round of those; else elements where it holds less than a
+  // round of those; 0: not the short kernel.
   const auto short_loads = [&](int v) {
-    const bool pairs = v >= 2 && row / 2 < kShortRow && row / 2 >= kShortRow / 16;
-    if (pairs && env_nonnegative("REDUCE_OPS_RUNS_PAIRS", 1) != 0) return 2;
+    int64_t most = 1;  // the widest load the knob allows, in elements
+    if (v >= 2 && row / v < kShortRow && row / 2 >= kShortRow / 16) {
+      most = env_nonnegative("REDUCE_OPS_RUNS_SHORT_PACK", v);
+    }
+    for (int w = static_cast<int>(std::min<int64_t>(most, v)); w >= 2; w /= 2) {
+      if (row / w >= kShortRow / 16) return row / w < kShortRow ? w : 0;
+    }
     return row < kShortRow ? 1 : 0;
   };
+  // Where the short kernel's rule refuses a row, the paths below (it takes those rows before them).
   if constexpr (sizeof(In) == 4) {
     short_vec = short_loads(vec);
-    if (short_vec == 0 && vec > 1 && row / vec < kPackRound && env_nonnegative("REDUCE_OPS_RUNS_ELEMENTS", 1) != 0) {
-      vec = 1;
-    }
+    if (short_vec > 0 && launch_two_groups_short<In, Out>(xt, g, out_t, r, stream, short_vec)) return true;
+    if (vec > 1 && row / vec < kPackRound && env_nonnegative("REDUCE_OPS_RUNS_ELEMENTS", 1) != 0) vec = 1;
   }
   // 16-bit rows short of a round of their widest packs (REDUCE_OPS_RUNS_16=0 leaves them to the
-  // stages): narrower packs where a round of those fits the row (4-byte ones only where the rows fit
-  // the SMs 4 at a time), else the short kernel (pairs, or elements), else by elements in the one
-  // round where the row holds at most 256 x 32 elements and the rows fit the SMs 4 at a time. H200,
+  // stages): the short kernel (above), else narrower packs where a round of those fits the row (4-byte
+  // ones only where the rows fit the SMs 4 at a time), else by elements in the one round where the row
+  // holds 2048 to 256 x 32 elements and the rows fit the SMs 4 at a time. Before the short kernel took
+  // packs of up to 16 bytes (all rows but those it refuses), H200,
   // us, CUDA graphs over copies past 256 MB, stages -> now (torch.compile; h200_study/session100.txt
   // sections 1, 2 and 4): bfloat16 over (0, 2, 3), 8-byte packs, 32 x 1024 x 16 x 16 sum 8.95 -> 7.52 (6.55), 16
   // x 512 x 28 x 28 8.25 -> 7.13 (6.80); 4-byte, 32 x 512 x 14 x 14 7.04 -> 5.96 (4.13), float16 6.63 ->
@@ -1388,20 +1415,18 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // 8-byte packs won there (above).
   if constexpr (sizeof(In) == 2) {
     if ((vec == 1 || row / vec < kPackRound) && env_nonnegative("REDUCE_OPS_RUNS_16", 1) != 0) {
+      short_vec = short_loads(vec);
+      if (short_vec > 0 && launch_two_groups_short<In, Out>(xt, g, out_t, r, stream, short_vec)) return true;
       while (vec > 2 && row / vec < kPackRound) vec /= 2;
       if (vec == 2 && row / 2 >= kPackRound) {
         if (rows > 4 * sm_count()) return false;
       } else if (vec <= 2) {  // no pack's round fits the row
-        short_vec = short_loads(vec);
-        if (short_vec == 0) {  // rows of 2048 elements or more, in runs of odd length or start
-          if (row > kRowsBlockThreads * kOnceWideLoads || rows > 4 * sm_count()) return false;
-          vec = 1;
-          elements16 = true;
-        }
+        if (row < kShortRow || row > kRowsBlockThreads * kOnceWideLoads || rows > 4 * sm_count()) return false;
+        vec = 1;
+        elements16 = true;
       }
     }
   }
-  if (short_vec > 0) return launch_two_groups_short<In, Out>(xt, g, out_t, r, stream, short_vec);
   const bool packed = vec > 1;
   const int64_t round = kRowsBlockThreads * static_cast<int64_t>(packed ? 8 : kScalars);
   if ((vec * sizeof(In) < 4 && !elements16) || g.qs * g.ms / vec < round || g.ms / vec > INT32_MAX) return false;

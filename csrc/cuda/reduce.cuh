@@ -1230,7 +1230,7 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
 // output is one warp). Outputs past a.rows (the last block's) load and write nothing.
 constexpr int kShortLoads = 8;
 template <typename In, typename Out, typename R, int kItemThreads, int kVec = 1>
-__global__ void __launch_bounds__(kRowsBlockThreads, 8)
+__global__ void __launch_bounds__(kRowsBlockThreads, kVec * sizeof(In) > 8 ? 4 : 8)
     reduce_two_groups_short_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a, R r) {
   static_assert(kRowsBlockThreads % kItemThreads == 0 && kItemThreads % kWarpSize == 0, "whole warps an output");
   constexpr int kItems = kRowsBlockThreads / kItemThreads;
