@@ -1078,7 +1078,7 @@ void with_reducer(ReduceKind kind, const Fn& run) {
 // (one round) 4.38 -> 4.06 (3.29), over (0, 2) 8 x 2048 x 49 5.48 -> 3.34 (3.06), 60 x 700 x 6 3.43 ->
 // 2.74 (2.59); bfloat16 32 x 2048 x 4 x 4 5.51 -> 3.33 (2.90), 8 x 512 x 14 x 14 4.17 -> 3.46 (2.51), 30 x
 // 500 x 69 (one round) 5.45 -> 4.11 (3.11); 1.05-1.72x, but 64 x 256 x 7 x 7 bfloat16's sum 4.01 -> 4.31
-// (amax even) and 2 x 512 x 32 x 32 float32's amax 4.34 -> 4.48 (by elements then; pairs now).
+// (amax even) and 2 x 512 x 32 x 32 float32's amax 4.34 -> 4.48 (by elements then; 16-byte packs now).
 constexpr int64_t kTwoGroupsMaxElements = int64_t{1} << 20;
 constexpr int64_t kTwoGroupsMaxPerOutput = 32 * kWarpSize * 8;
 
@@ -1271,10 +1271,11 @@ void set_runs_step(TwoGroupsRunsArgs& a, int64_t stride) {
 
 // Rows shorter than the short kernel's round of loads (2048 of them), past the block an output's 2^20
 // elements (and below them, where launch_two_groups_runs takes them first): reduce_two_groups_short_kernel,
-// one round of 8 loads a thread, by elements or by pairs (vec 2: 8-byte packs of float32, 4-byte ones of
-// 16-bit; launch_two_groups_runs says where), 32, 64, 128 or 256 threads an output (the fewest that cover
-// the row), 8 blocks an SM; where the row fills at least half its threads' round and the blocks fit the SMs
-// kShortMaxBlocksPerSM at a time, else false and the stages take them (a rows launch, then a columns one). Before,
+// one round of 8 loads a thread, by elements or by packs of vec elements (up to 16 bytes;
+// launch_two_groups_runs says which), 32, 64, 128 or 256 threads an output (the fewest that cover the row),
+// 8 blocks an SM (4 for packs past 8 bytes); where the row fills at least half its threads' round and the
+// blocks fit the SMs kShortMaxBlocksPerSM at a time, else false (the caller's other paths, or the stages: a
+// rows launch, then a columns one). Before,
 // the stages took every such row at 0.68-0.74x torch.compile: the runs kernel's 8-load round in its place (a
 // grid-stride loop, 36 registers: 6 blocks an SM) gained 1.03-1.13x where it lost nothing (1024 outputs), on 32
 // registers 1.12-1.31x, still 0.77-0.93x torch.compile. H200, float32, us, CUDA graphs, stages -> short
