@@ -552,6 +552,16 @@ def check_short_kernel(x, dim, vec):
         check_sum(x, dim, dtype=torch.float32)
 
 
+def assert_two_group_kernel(fn, kernel):
+    """fn() launches the one kernel `kernel` names: ("short", kItemThreads, kVec) for
+    reduce_two_groups_short_kernel, ("runs", kVec, kUnroll, kAdjacent) for reduce_two_groups_runs_kernel."""
+    if kernel[0] == "short":
+        assert short_kernel_launch(fn)[:2] == kernel[1:]
+    else:
+        k = runs_kernel_args(fn)
+        assert (k["vec"], k["unroll"], k["adjacent"]) == kernel[1:], k
+
+
 @requires_cuda
 @pytest.mark.parametrize("shape,layout,dim,vec", [
     ((32, 1024, 49), "contiguous", (0, 2), 1), ((8, 1024, 14, 14), "contiguous", (0, 2, 3), 4),
@@ -684,14 +694,15 @@ def test_two_group_runs_by_elements_where_packs_fall_short_of_a_round(monkeypatc
 @pytest.mark.parametrize("shape,layout,dim,kernel,env", [
     ((32, 1024, 16, 16), "contiguous", (0, 2, 3), ("short", 128, 8), {}),
     ((32, 512, 14, 14), "contiguous", (0, 2, 3), ("short", 256, 4), {}),
-    ((16, 4096, 28, 28), "contiguous", (0, 2, 3), (4, 8, 1), {}),
-    ((16, 512, 28, 28), "contiguous", (0, 2, 3), (4, 8, 1), {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
-    ((32, 512, 14, 14), "contiguous", (0, 2, 3), (2, 8, 1), {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
+    ((16, 4096, 28, 28), "contiguous", (0, 2, 3), ("runs", 4, 8, 1), {}),
+    ((16, 512, 28, 28), "contiguous", (0, 2, 3), ("runs", 4, 8, 1), {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
+    ((32, 512, 14, 14), "contiguous", (0, 2, 3), ("runs", 2, 8, 1), {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
     ((24, 1024, 14, 14), "contiguous", (0, 2, 3), None, {"REDUCE_OPS_RUNS_SHORT_PACK": "2"}),
-    ((64, 512, 65), "contiguous", (0, 2), (1, 20, 0), {}), ((120, 300, 67), "contiguous", (0, 2), (1, 32, 0), {}),
+    ((64, 512, 65), "contiguous", (0, 2), ("runs", 1, 20, 0), {}),
+    ((120, 300, 67), "contiguous", (0, 2), ("runs", 1, 32, 0), {}),
     ((124, 300, 67), "contiguous", (0, 2), None, {}), ((64, 1024, 65), "contiguous", (0, 2), None, {}),
-    ((64, 512, 7, 7), "contiguous", (0, 2, 3), (1, 16, 0), {}),
-    ((40, 500, 70), ("cut", 1), (0, 2), (1, 12, 0), {})], ids=str)
+    ((64, 512, 7, 7), "contiguous", (0, 2, 3), ("runs", 1, 16, 0), {}),
+    ((40, 500, 70), ("cut", 1), (0, 2), ("runs", 1, 12, 0), {})], ids=str)
 def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtype, shape, layout, dim, kernel, env):
     # 16-bit rows shorter than a round of their widest packs (256 x 8): the short kernel's packs of up
     # to 16 bytes (rows of 8192 and 6272); where it does not take them (4096 outputs of 256 threads,
@@ -701,9 +712,8 @@ def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtyp
     # where no pack fits (runs of odd length or start, or of 98 bytes), in the one round of 256 threads
     # x the fewest multiple of 4 loads that cover the row, where it holds 2048-8192 elements and the
     # rows fit the SMs 4 at a time (4160, 8040, 3136 and 2760 on 300-512 outputs; 8308 and 1024
-    # outputs: the stages). kernel: ("short", threads, kVec), the runs kernel's (kVec, kUnroll,
-    # kAdjacent), None: the stages; REDUCE_OPS_RUNS_16=0: the stages for all. The bounds are for
-    # 128-255 SMs (H100, H200).
+    # outputs: the stages). kernel: as assert_two_group_kernel takes it, None: the stages;
+    # REDUCE_OPS_RUNS_16=0: the stages for all. The bounds are for 128-255 SMs (H100, H200).
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     if knob is not None:
@@ -713,11 +723,8 @@ def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtyp
     for fn in (reduce_ops.sum, reduce_ops.amax):
         if knob is not None or kernel is None:
             assert_staged(lambda: fn(x, dim))
-        elif kernel[0] == "short":
-            assert short_kernel_launch(lambda: fn(x, dim))[:2] == kernel[1:]
         else:
-            k = runs_kernel_args(lambda: fn(x, dim))
-            assert (k["vec"], k["unroll"], k["adjacent"]) == kernel, k
+            assert_two_group_kernel(lambda: fn(x, dim), kernel)
     check_runs_results(x, dim)
     check_sum(x, dim, dtype=torch.float32)
 
@@ -726,9 +733,11 @@ def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtyp
 @pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "knob0"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape,layout,dim,kernel", [
-    ((64, 1024, 5, 5), "contiguous", (0, 2, 3), ("short", 256)), ((128, 1024, 3, 3), "contiguous", (0, 2, 3), ("short", 256)),
-    ((256, 1024, 5, 5), "contiguous", (0, 2, 3), ("once", 28)), ((512, 256, 3, 3), "contiguous", (0, 2, 3), ("once", 20)),
-    ((300, 512, 22), ("cut", 1), (0, 2), ("once", 28)), ((1024, 512, 3), "contiguous", (0, 2), None),
+    ((64, 1024, 5, 5), "contiguous", (0, 2, 3), ("short", 256, 1)),
+    ((128, 1024, 3, 3), "contiguous", (0, 2, 3), ("short", 256, 1)),
+    ((256, 1024, 5, 5), "contiguous", (0, 2, 3), ("runs", 1, 28, 0)),
+    ((512, 256, 3, 3), "contiguous", (0, 2, 3), ("runs", 1, 20, 0)),
+    ((300, 512, 22), ("cut", 1), (0, 2), ("runs", 1, 28, 0)), ((1024, 512, 3), "contiguous", (0, 2), None),
     ((400, 512, 5, 5), "contiguous", (0, 2, 3), None)], ids=str)
 def test_two_group_short_runs(monkeypatch, knob, dtype, shape, layout, dim, kernel):
     # Runs under 128 bytes (5 x 5, 3 x 3 and 7 x 7 maps) of at least 4 elements, in rows of at most 256 x
@@ -742,13 +751,10 @@ def test_two_group_short_runs(monkeypatch, knob, dtype, shape, layout, dim, kern
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     wide16 = dtype != torch.float32 and x.shape[1] > 4 * sms
     for fn in (reduce_ops.sum, reduce_ops.amax):
-        if knob is not None or kernel is None or (kernel[0] == "once" and wide16):
+        if knob is not None or kernel is None or (kernel[0] == "runs" and wide16):
             assert_staged(lambda: fn(x, dim))
-        elif kernel[0] == "short":
-            assert short_kernel_launch(lambda: fn(x, dim))[:2] == (kernel[1], 1)
         else:
-            k = runs_kernel_args(lambda: fn(x, dim))
-            assert (k["vec"], k["unroll"], k["adjacent"]) == (1, kernel[1], 0), k
+            assert_two_group_kernel(lambda: fn(x, dim), kernel)
     check_runs_results(x, dim)
 
 
@@ -759,10 +765,10 @@ def test_two_group_short_runs(monkeypatch, knob, dtype, shape, layout, dim, kern
     (torch.float32, (8, 2048, 49), "contiguous", (0, 2), ("short", 64, 1)),
     (torch.float32, (60, 700, 6), ("cut", 1), (0, 2), ("short", 64, 1)),
     (torch.float32, (64, 256, 8, 8), "contiguous", (0, 2, 3), ("short", 128, 4)),
-    (torch.float32, (64, 256, 7, 7), "contiguous", (0, 2, 3), ("once", 16)),
+    (torch.float32, (64, 256, 7, 7), "contiguous", (0, 2, 3), ("runs", 1, 16, 0)),
     (torch.float32, (128, 64, 8, 8), "contiguous", (0, 2, 3), None),
     (torch.bfloat16, (8, 512, 14, 14), "contiguous", (0, 2, 3), ("short", 64, 4)),
-    (torch.bfloat16, (30, 500, 70), ("cut", 1), (0, 2), ("once", 12)),
+    (torch.bfloat16, (30, 500, 70), ("cut", 1), (0, 2), ("runs", 1, 12, 0)),
     (torch.bfloat16, (16, 256, 256), "contiguous", (0, 2), ("short", 64, 8)),
     (torch.bfloat16, (2, 8000, 49), "contiguous", (0, 2), None)], ids=str)
 def test_small_two_group_reductions_take_the_short_kernel_or_one_round(monkeypatch, knob, dtype, shape, layout, dim,
@@ -779,11 +785,8 @@ def test_small_two_group_reductions_take_the_short_kernel_or_one_round(monkeypat
         if knob is not None or kernel is None:
             names = [e["name"] for e in cuda_kernel_events(lambda: fn(x, dim))]
             assert len(names) == 1 and "reduce_two_groups_kernel" in names[0], names
-        elif kernel[0] == "short":
-            assert short_kernel_launch(lambda: fn(x, dim))[:2] == kernel[1:]
         else:
-            k = runs_kernel_args(lambda: fn(x, dim))
-            assert (k["vec"], k["unroll"], k["adjacent"]) == (1, kernel[1], 0), k
+            assert_two_group_kernel(lambda: fn(x, dim), kernel)
     check_runs_results(x, dim)
 
 

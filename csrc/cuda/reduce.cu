@@ -1369,17 +1369,9 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   int vec = static_cast<int>(std::max<int64_t>(
       1, widest_pack_bytes({reinterpret_cast<uintptr_t>(x), g.ms * kBytes, g.q_stride * kBytes,
                             g.outer_stride * kBytes, g.inner_stride * kBytes}) / static_cast<int64_t>(kBytes)));
-  // Float32 rows of packs shorter than a round of packs (256 x 8) but not than one of elements (256 x
-  // 8), by elements, where the stages took them (REDUCE_OPS_RUNS_ELEMENTS=0 leaves them there). H200,
-  // us, CUDA graphs, stages -> elements (torch.compile; h200_study/session99.txt section 7): over (0,
-  // 2, 3) 16 x 1024 x 14 x 14 sum 6.95 -> 5.97 (5.54), 8 x 512 x 28 x 28 9.25 -> 5.57 (5.05), 32 x 1024
-  // x 14 x 14 9.84 -> 8.57 (8.22), 16 x 2048 x 14 x 14 9.83 -> 9.44 (8.65), 64 x 512 x 8 x 8 5.74 ->
-  // 4.64 (4.00); over (0, 2) 64 x 1024 x 32 5.72 -> 5.19 (4.12), 96 x 1024 x 42 (8-byte packs) 8.25 ->
-  // 6.67 (6.21); amaxes alike: 1.03-1.70x, by events 1.07-1.56x.
   const int64_t row = g.qs * g.ms, rows = g.outer * g.inner;
   constexpr int64_t kShortRow = kRowsBlockThreads * kShortLoads;  // the short kernel takes rows of fewer loads
   constexpr int64_t kPackRound = kRowsBlockThreads * 8;           // a round of packs: 8 a thread
-  int short_vec = 0;        // the short kernel's loads, in elements (1, 2, 4 or 8); 0 where not taken
   bool elements16 = false;  // 16-bit rows by elements in the one round
   // The short kernel's loads for rows whose runs hold packs of v elements: the widest pack (up to v, and
   // to REDUCE_OPS_RUNS_SHORT_PACK elements) of which the row holds at least 128 (its rule wants half of a
@@ -1395,17 +1387,25 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     }
     return row < kShortRow ? 1 : 0;
   };
-  // Where the short kernel's rule refuses a row, the paths below (it takes those rows before them).
+  // The short kernel takes its rows first; where its rule refuses one, the paths below.
+  // Float32 rows of packs shorter than a round of packs (256 x 8) but not than one of elements (256 x
+  // 8), by elements, where the stages took them before (REDUCE_OPS_RUNS_ELEMENTS=0 leaves them there).
+  // H200, us, CUDA graphs, stages -> elements (torch.compile; h200_study/session99.txt section 7): over
+  // (0, 2, 3) 16 x 1024 x 14 x 14 sum 6.95 -> 5.97 (5.54), 8 x 512 x 28 x 28 9.25 -> 5.57 (5.05), 32 x
+  // 1024 x 14 x 14 9.84 -> 8.57 (8.22), 16 x 2048 x 14 x 14 9.83 -> 9.44 (8.65), 64 x 512 x 8 x 8 5.74
+  // -> 4.64 (4.00); over (0, 2) 64 x 1024 x 32 5.72 -> 5.19 (4.12), 96 x 1024 x 42 (8-byte packs) 8.25
+  // -> 6.67 (6.21); amaxes alike: 1.03-1.70x, by events 1.07-1.56x.
+  // Since the short kernel's packs, that is where it refuses a row (or the knobs keep it out).
   if constexpr (sizeof(In) == 4) {
-    short_vec = short_loads(vec);
+    const int short_vec = short_loads(vec);
     if (short_vec > 0 && launch_two_groups_short<In, Out>(xt, g, out_t, r, stream, short_vec)) return true;
     if (vec > 1 && row / vec < kPackRound && env_nonnegative("REDUCE_OPS_RUNS_ELEMENTS", 1) != 0) vec = 1;
   }
   // 16-bit rows short of a round of their widest packs (REDUCE_OPS_RUNS_16=0 leaves them to the
   // stages): the short kernel (above), else narrower packs where a round of those fits the row (4-byte
   // ones only where the rows fit the SMs 4 at a time), else by elements in the one round where the row
-  // holds 2048 to 256 x 32 elements and the rows fit the SMs 4 at a time. Before the short kernel took
-  // packs of up to 16 bytes (all rows but those it refuses), H200,
+  // holds 2048 to 256 x 32 elements and the rows fit the SMs 4 at a time. Measured before the short
+  // kernel took packs of up to 16 bytes (it now takes these rows but where its rule refuses them): H200,
   // us, CUDA graphs over copies past 256 MB, stages -> now (torch.compile; h200_study/session100.txt
   // sections 1, 2 and 4): bfloat16 over (0, 2, 3), 8-byte packs, 32 x 1024 x 16 x 16 sum 8.95 -> 7.52 (6.55), 16
   // x 512 x 28 x 28 8.25 -> 7.13 (6.80); 4-byte, 32 x 512 x 14 x 14 7.04 -> 5.96 (4.13), float16 6.63 ->
@@ -1416,7 +1416,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   // 8-byte packs won there (above).
   if constexpr (sizeof(In) == 2) {
     if ((vec == 1 || row / vec < kPackRound) && env_nonnegative("REDUCE_OPS_RUNS_16", 1) != 0) {
-      short_vec = short_loads(vec);
+      const int short_vec = short_loads(vec);
       if (short_vec > 0 && launch_two_groups_short<In, Out>(xt, g, out_t, r, stream, short_vec)) return true;
       while (vec > 2 && row / vec < kPackRound) vec /= 2;
       if (vec == 2 && row / 2 >= kPackRound) {
@@ -1550,8 +1550,8 @@ bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, con
                      g.outer * g.inner * g.qs * g.ms <=
                          cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_MAX", cuda::kTwoGroupsMaxElements);
   const int64_t min_run_bytes = cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_RUN_BYTES", cuda::kTwoGroupsMinRunBytes);
-  // Shorter runs of at least 4 elements in rows of at most 256 x 32 elements, by elements: the short
-  // kernel, or the runs kernel's one round (launch_two_groups_runs). REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0
+  // Shorter runs of at least 4 elements in rows of at most 256 x 32 elements: the short kernel, or
+  // the runs kernel's one round by elements (launch_two_groups_runs). REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0
   // leaves them to the stages.
   const bool runs = g.m_stride == 1 && min_run_bytes > 0 &&
                     (g.ms * static_cast<int64_t>(x.element_size()) >= min_run_bytes ||
@@ -1559,7 +1559,7 @@ bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, con
                       cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_SHORT_RUNS", 1) != 0));
   if (!small && !runs) return false;
   // Inputs the block an output takes: the short kernel or the runs kernel's one round instead where
-  // they apply (REDUCE_OPS_TWO_GROUPS_SMALL_RUNS=0: never; experiment).
+  // they apply (REDUCE_OPS_TWO_GROUPS_SMALL_RUNS=0: never; kTwoGroupsMaxElements has the figures).
   const bool runs_first = runs && (!small || cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_SMALL_RUNS", 1) != 0);
   const c10::cuda::CUDAGuard guard(x.device());
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();

@@ -23,8 +23,9 @@
 //                             (dims 0 and 2 of (N, C, L)): a block an output, one launch.
 //   reduce_two_groups_runs_kernel  larger ones whose inner group is contiguous: each output's
 //                             runs split over blocks as the split rows' segments, one launch.
-//   reduce_two_groups_short_kernel  float32 ones whose outputs hold less than 2048 elements:
-//                             32-256 threads an output, one round of loads, one launch.
+//   reduce_two_groups_short_kernel  ones whose outputs hold less than 2048 of its loads
+//                             (elements, or packs of up to 16 bytes): 32-256 threads an
+//                             output, one round of loads, one launch.
 //   reduce_cols_kernel        reduction over an outer dim with the kept dim contiguous: each
 //                             thread owns kVec adjacent columns, the block's rows of threads
 //                             split the reduced dim, and blocks split it further when the
@@ -1121,8 +1122,8 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_adjacent(const In*
 // pointer and a 64-bit bound a load took 200 instructions for the 16 loads where these take 110, and
 // these small kernels wait on issue; session95.txt section 3). Offsets past the span wrap harmlessly:
 // only the loads counted are made. A round's 8-32 values fold to 8 by hand, then as 8
-// (tree_fold left 16 rolled in local memory, session 93). kVec 2: a load is a pack of 2 elements (a's
-// places and steps in packs), folded to one value as it arrives (the short kernel's pairs).
+// (tree_fold left 16 rolled in local memory, session 93). kVec > 1: a load is a pack of kVec elements
+// (a's places and steps in packs), folded to one value as it arrives (the short kernel's packs).
 template <int kLoads, int kThreads, bool kRounds, int kVec = 1, typename In, typename R>
 __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row, const TwoGroupsRunsArgs& a,
                                                                    int64_t start, int64_t end, int tid, const R& r) {
@@ -1222,12 +1223,12 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
   }
 }
 
-// Rows of runs shorter than one round of the runs kernel (TwoGroupsRunsArgs of elements, or of pairs
-// where kVec is 2; rows whole), kItemThreads threads an output in one round of kShortLoads loads a
-// thread (thread_reduce_runs_once),
-// kRowsBlockThreads / kItemThreads adjacent outputs a block, bounded to 8 blocks an SM (32
-// registers), each output's warps folded by block_fold_once's groups (one barrier; none where an
-// output is one warp). Outputs past a.rows (the last block's) load and write nothing.
+// Rows of runs shorter than one round of the runs kernel (TwoGroupsRunsArgs of elements, or of packs
+// of kVec elements; rows whole), kItemThreads threads an output in one round of kShortLoads loads a
+// thread (thread_reduce_runs_once), kRowsBlockThreads / kItemThreads adjacent outputs a block,
+// bounded to 8 blocks an SM (32 registers; 4 blocks, 64 registers, for packs past 8 bytes), each
+// output's warps folded by block_fold_once's groups (one barrier; none where an output is one warp).
+// Outputs past a.rows (the last block's) load and write nothing.
 constexpr int kShortLoads = 8;
 template <typename In, typename Out, typename R, int kItemThreads, int kVec = 1>
 __global__ void __launch_bounds__(kRowsBlockThreads, kVec * sizeof(In) > 8 ? 4 : 8)
