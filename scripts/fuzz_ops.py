@@ -11,8 +11,9 @@ and compares one op with torch:
 - sum: inputs are small integers, so a float32 (or float64) accumulation is exact in any order,
   and the result must equal torch's float64 sum rounded to the output dtype, bit for bit;
 - amax: equal to torch.amax, NaN where torch gives NaN, bit for bit;
-- softmax: its largest error against float64 at most twice torch's own in the same dtype (plus a
-  few roundings of the output);
+- softmax (with dtype= or without) and softmax_backward (grad on the drawn view, out contiguous
+  or on grad's strides): the largest error against float64 at most twice torch's own in the same
+  dtype, plus a few roundings of the output;
 - reduce_scale: the scale equal to max(amax(|x|), eps) in float32 (float64), bit for bit, and out
   within one rounding of x / scale (0 where the scale is 0); reduce_scale_ leaves the same values
   in x (on layouts that do not overlap) and returns the same scale.
@@ -31,7 +32,7 @@ import reduce_ops
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 SIZES = [0, 1, 1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 31, 49, 64, 65, 100, 128, 197, 256, 257, 1000, 1024, 4096, 5000]
-OPS = ["sum", "amax", "softmax", "reduce_scale"]
+OPS = ["sum", "amax", "softmax", "reduce_scale", "softmax_backward"]
 # One rounding of each dtype's output, relative.
 ROUNDING = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float64: 2.0**-53}
 
@@ -49,7 +50,7 @@ class Case:
                 break
         gen = torch.Generator().manual_seed(rng.randrange(1 << 62))
         base = torch.randint(-4, 5, shape, generator=gen).to(self.dtype)
-        if self.op in ("softmax", "reduce_scale"):
+        if self.op in ("softmax", "reduce_scale", "softmax_backward"):
             base = (base.double() * 0.37).to(self.dtype)  # values that are not integers
         if base.numel() > 0 and rng.random() < 0.15:  # in the storage, before the views: a view may or may not hold it
             flat = base.view(-1)
@@ -88,12 +89,16 @@ class Case:
         self.keepdim = rng.random() < 0.3
         self.sum_dtype = torch.float32 if self.dtype in (torch.bfloat16, torch.float16) and rng.random() < 0.3 else None
         self.softmax_dim = rng.randrange(nd) - (nd if rng.random() < 0.5 else 0)
+        # (drawn for softmax only, so that the other ops' cases stay those of the first version)
+        wide = self.op == "softmax" and self.dtype != torch.float64 and rng.random() < 0.2
+        self.softmax_dtype = torch.float32 if wide else None
         self.eps = rng.choice([0.0, 0.0, 0.0, 0.5])
         self.in_place = rng.random() < 0.3
 
     def __str__(self):
         args = {"sum": f"dim={self.dim} keepdim={self.keepdim} dtype={self.sum_dtype}",
-                "amax": f"dim={self.dim} keepdim={self.keepdim}", "softmax": f"dim={self.softmax_dim}",
+                "amax": f"dim={self.dim} keepdim={self.keepdim}", "softmax": f"dim={self.softmax_dim} dtype={self.softmax_dtype}",
+                "softmax_backward": f"dim={self.softmax_dim} out_on_grads_strides={self.in_place and not self.expanded}",
                 "reduce_scale": f"eps={self.eps} in_place={self.in_place and not self.expanded}"}[self.op]
         return f"{self.op} {self.dtype} {self.desc} {args}"
 
@@ -112,6 +117,28 @@ def _same_exception(ours, theirs):
     except Exception as e:  # noqa: BLE001
         return f"raised {type(e).__name__} where torch raised {expected.__name__}: {e}"
     return f"returned where torch raised {expected.__name__}"
+
+
+def _on_strides(x, values):
+    """A copy of `values` on x's strides and storage offset (x's elements distinct in memory)."""
+    span = 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()))
+    buf = torch.empty(x.storage_offset() + span, dtype=values.dtype, device=x.device)
+    y = buf.as_strided(x.shape, x.stride(), x.storage_offset())
+    y.copy_(values)
+    return y
+
+
+def _within_torchs_error(op, got, ref, torchs, dt):
+    """None if `got`'s largest error against the float64 `ref` is at most twice torch's (`torchs`)
+    plus a few roundings of the output, with NaN in the same places."""
+    if got.shape != ref.shape or got.dtype != torchs.dtype or not torch.equal(got.isnan(), ref.isnan()):
+        return f"{op}: shape, dtype or NaNs differ"
+    theirs = (torchs.double() - ref).abs().nan_to_num(0).max().item()
+    ours = (got.double() - ref).abs().nan_to_num(0).max().item()
+    scale = ref.abs().nan_to_num(0, 0, 0).max().item()
+    if ours > 2 * theirs + 8 * ROUNDING[dt] * max(scale, 1.0):
+        return f"{op} error {ours:.3g} against torch's {theirs:.3g}"
+    return None
 
 
 def check(case):
@@ -137,15 +164,20 @@ def check(case):
     if case.op == "softmax":
         if x.numel() == 0:
             return None
+        d, odt = case.softmax_dim, case.softmax_dtype
+        got, ref = reduce_ops.softmax(x, d, dtype=odt), torch.softmax(x.double(), d)
+        return _within_torchs_error("softmax", got, ref, torch.softmax(x, d, dtype=odt), odt or dt)
+    if case.op == "softmax_backward":
+        if x.numel() == 0:
+            return None
         d = case.softmax_dim
-        got, ref = reduce_ops.softmax(x, d), torch.softmax(x.double(), d)
-        theirs = (torch.softmax(x, d).double() - ref).abs().nan_to_num(0).max().item()
-        ours = (got.double() - ref).abs().nan_to_num(0).max().item()
-        if got.shape != ref.shape or not torch.equal(got.isnan(), ref.isnan()):
-            return "softmax: shape or NaNs differ"
-        if ours > 2 * theirs + 8 * ROUNDING[dt]:
-            return f"softmax error {ours:.3g} against torch's {theirs:.3g}"
-        return None
+        out = torch.softmax(x.double().flip(d) * 2, d).to(dt)  # another row's softmax, contiguous
+        if case.in_place and not case.expanded:
+            out = _on_strides(x, out)  # or on grad's strides
+        got = reduce_ops.softmax_backward(x, out, d)
+        g, y = x.double(), out.double()
+        ref = y * (g - (g * y).sum(d, keepdim=True))
+        return _within_torchs_error("softmax_backward", got, ref, torch._softmax_backward_data(x, out, d, dt), dt)
     if x.numel() == 0:
         return None
     acc = torch.float64 if dt == torch.float64 else torch.float32
@@ -157,11 +189,8 @@ def check(case):
     close |= out.isnan() & rout.isnan()
     if not (torch.equal(scale.nan_to_num(7.0), rs.nan_to_num(7.0)) and close.all()):
         return "reduce_scale differs"
-    if case.in_place and not case.expanded:  # on x's strides and storage offset
-        span = 1 + sum((n - 1) * st for n, st in zip(x.shape, x.stride()))
-        buf = torch.empty(x.storage_offset() + span, dtype=dt, device=x.device)
-        y = buf.as_strided(x.shape, x.stride(), x.storage_offset())
-        y.copy_(x)
+    if case.in_place and not case.expanded:
+        y = _on_strides(x, x)
         s = reduce_ops.reduce_scale_(y, eps=case.eps)
         same = torch.equal(s.nan_to_num(7.0), scale.nan_to_num(7.0)) and torch.equal(y.nan_to_num(7.0), out.nan_to_num(7.0))
         if not same:

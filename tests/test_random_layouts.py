@@ -1,9 +1,9 @@
 """Every op against torch on seeded random cases (scripts/fuzz_ops.py): random views (permuted,
 sliced with steps and offsets, expanded, channels_last), dims, keepdim, dtypes, output dtypes,
 NaN and infinities, empty dims and eps. Sums of small integers and amaxes must equal torch's bit
-for bit, softmax stay within twice torch's own error, reduce_scale within one rounding (its scale
-exact), reduce_scale_ agree with reduce_scale on the same strides. `python scripts/fuzz_ops.py
---seconds N` draws more of the same cases for as long as asked."""
+for bit, softmax and softmax_backward stay within twice torch's own error, reduce_scale within one
+rounding (its scale exact), reduce_scale_ agree with reduce_scale on the same strides.
+`python scripts/fuzz_ops.py --seconds N` draws more of the same cases for as long as asked."""
 import sys
 from pathlib import Path
 
