@@ -1550,12 +1550,12 @@ bool reduce_two_groups_cuda(const at::Tensor& x, const TwoGroupsGeometry& g, con
                      g.outer * g.inner * g.qs * g.ms <=
                          cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_MAX", cuda::kTwoGroupsMaxElements);
   const int64_t min_run_bytes = cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_RUN_BYTES", cuda::kTwoGroupsMinRunBytes);
-  // Shorter runs of at least 4 elements in rows of at most 256 x 32 elements: the short kernel, or
-  // the runs kernel's one round by elements (launch_two_groups_runs). REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0
-  // leaves them to the stages.
+  // Shorter runs of at least 4 elements in rows of at most the one round's 256 x 32 elements: the short
+  // kernel, or the runs kernel's one round by elements (launch_two_groups_runs).
+  // REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0 leaves them to the stages.
   const bool runs = g.m_stride == 1 && min_run_bytes > 0 &&
                     (g.ms * static_cast<int64_t>(x.element_size()) >= min_run_bytes ||
-                     (g.ms >= 4 && g.qs * g.ms <= cuda::kRowsBlockThreads * 32 &&
+                     (g.ms >= 4 && g.qs * g.ms <= cuda::kRowsBlockThreads * cuda::kOnceWideLoads &&
                       cuda::env_nonnegative("REDUCE_OPS_TWO_GROUPS_SHORT_RUNS", 1) != 0));
   if (!small && !runs) return false;
   // Inputs the block an output takes: the short kernel or the runs kernel's one round instead where
