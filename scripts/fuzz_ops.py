@@ -33,8 +33,11 @@ import reduce_ops
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 SIZES = [0, 1, 1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 31, 49, 64, 65, 100, 128, 197, 256, 257, 1000, 1024, 4096, 5000]
 OPS = ["sum", "amax", "softmax", "reduce_scale", "softmax_backward"]
-# One rounding of each dtype's output, relative.
-ROUNDING = {torch.float32: 2.0**-24, torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float64: 2.0**-53}
+
+
+def rounding(dtype):
+    """One rounding of `dtype`, relative (the unit roundoff: half its eps)."""
+    return torch.finfo(dtype).eps / 2
 
 
 class Case:
@@ -93,27 +96,24 @@ class Case:
         wide = self.op == "softmax" and self.dtype != torch.float64 and rng.random() < 0.2
         self.softmax_dtype = torch.float32 if wide else None
         self.eps = rng.choice([0.0, 0.0, 0.0, 0.5])
-        self.in_place = rng.random() < 0.3
+        self.on_strides = rng.random() < 0.3  # reduce_scale_'s x, softmax_backward's out on x's strides
 
     def __str__(self):
+        strides = self.on_strides and not self.expanded
         args = {"sum": f"dim={self.dim} keepdim={self.keepdim} dtype={self.sum_dtype}",
-                "amax": f"dim={self.dim} keepdim={self.keepdim}", "softmax": f"dim={self.softmax_dim} dtype={self.softmax_dtype}",
-                "softmax_backward": f"dim={self.softmax_dim} out_on_grads_strides={self.in_place and not self.expanded}",
-                "reduce_scale": f"eps={self.eps} in_place={self.in_place and not self.expanded}"}[self.op]
+                "amax": f"dim={self.dim} keepdim={self.keepdim}",
+                "softmax": f"dim={self.softmax_dim} dtype={self.softmax_dtype}",
+                "softmax_backward": f"dim={self.softmax_dim} out_on_grads_strides={strides}",
+                "reduce_scale": f"eps={self.eps} in_place={strides}"}[self.op]
         return f"{self.op} {self.dtype} {self.desc} {args}"
 
 
-def _same_exception(ours, theirs):
-    try:
-        theirs()
-    except Exception as e:  # noqa: BLE001 (any exception torch raises, ours must raise too)
-        expected = type(e)
-    else:
-        return None
+def _raises_alike(ours, expected):
+    """None if `ours()` raises `expected` (the exception type torch raised), else what it did."""
     try:
         ours()
     except expected:
-        return True
+        return None
     except Exception as e:  # noqa: BLE001
         return f"raised {type(e).__name__} where torch raised {expected.__name__}: {e}"
     return f"returned where torch raised {expected.__name__}"
@@ -136,7 +136,7 @@ def _within_torchs_error(op, got, ref, torchs, dt):
     theirs = (torchs.double() - ref).abs().nan_to_num(0).max().item()
     ours = (got.double() - ref).abs().nan_to_num(0).max().item()
     scale = ref.abs().nan_to_num(0, 0, 0).max().item()
-    if ours > 2 * theirs + 8 * ROUNDING[dt] * max(scale, 1.0):
+    if ours > 2 * theirs + 8 * rounding(dt) * max(scale, 1.0):
         return f"{op} error {ours:.3g} against torch's {theirs:.3g}"
     return None
 
@@ -153,12 +153,11 @@ def check(case):
         ok = got.shape == ref.shape and got.dtype == ref.dtype and torch.equal(got.nan_to_num(7.0), ref.nan_to_num(7.0))
         return None if ok and torch.equal(got.isnan(), ref.isnan()) else f"sum {tuple(got.shape)} vs {tuple(ref.shape)}"
     if case.op == "amax":
-        dims = case.dim if case.dim is not None else ()
-        raised = _same_exception(lambda: reduce_ops.amax(x, case.dim, case.keepdim),
-                                 lambda: torch.amax(x, dims, case.keepdim))
-        if raised is not None:
-            return None if raised is True else raised
-        got, ref = reduce_ops.amax(x, case.dim, case.keepdim), torch.amax(x, dims, case.keepdim)
+        try:
+            ref = torch.amax(x, case.dim if case.dim is not None else (), case.keepdim)
+        except Exception as e:  # noqa: BLE001 (whatever torch raises, ours must raise too)
+            return _raises_alike(lambda: reduce_ops.amax(x, case.dim, case.keepdim), type(e))
+        got = reduce_ops.amax(x, case.dim, case.keepdim)
         ok = got.shape == ref.shape and torch.equal(got.nan_to_num(7.0), ref.nan_to_num(7.0))
         return None if ok and torch.equal(got.isnan(), ref.isnan()) else "amax differs"
     if case.op == "softmax":
@@ -172,7 +171,7 @@ def check(case):
             return None
         d = case.softmax_dim
         out = torch.softmax(x.double().flip(d) * 2, d).to(dt)  # another row's softmax, contiguous
-        if case.in_place and not case.expanded:
+        if case.on_strides and not case.expanded:
             out = _on_strides(x, out)  # or on grad's strides
         got = reduce_ops.softmax_backward(x, out, d)
         g, y = x.double(), out.double()
@@ -185,15 +184,15 @@ def check(case):
     rs = torch.where(x.to(acc).isnan().any(-1, keepdim=True), torch.nan, rs)
     rout = torch.where(rs == 0, 0.0, x.to(acc) / rs).to(dt)
     out, scale = reduce_ops.reduce_scale(x, eps=case.eps)
-    close = (out.double() - rout.double()).abs() <= ROUNDING[dt] * 2 * rout.double().abs()
+    close = (out.double() - rout.double()).abs() <= rounding(dt) * 2 * rout.double().abs()
     close |= out.isnan() & rout.isnan()
     if not (torch.equal(scale.nan_to_num(7.0), rs.nan_to_num(7.0)) and close.all()):
         return "reduce_scale differs"
-    if case.in_place and not case.expanded:
+    if case.on_strides and not case.expanded:
         y = _on_strides(x, x)
         s = reduce_ops.reduce_scale_(y, eps=case.eps)
-        same = torch.equal(s.nan_to_num(7.0), scale.nan_to_num(7.0)) and torch.equal(y.nan_to_num(7.0), out.nan_to_num(7.0))
-        if not same:
+        if not (torch.equal(s.nan_to_num(7.0), scale.nan_to_num(7.0)) and
+                torch.equal(y.nan_to_num(7.0), out.nan_to_num(7.0))):
             return "reduce_scale_ differs from reduce_scale"
     return None
 
