@@ -108,7 +108,7 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # runs of odd length, float32 runs under 128 bytes) and packs of up to 16 bytes (8 x 4096 x 40: 160
     # pairs on 32 threads; 8 x 1024 x 14 x 14; 32 x 512 x 14 x 14); 16-bit rows by elements in the runs
     # kernel's one round (64 x 512 x 65, 64 x 512 x 7 x 7); runs under 128 bytes by it too (512 x 256 x 3
-    # x 3); inputs under 2^20 by the short kernel (60 x 700 x 6 off the boundary); and with
+    # x 3: 16-bit on 512 threads an output, its 256 outputs at most 2 an SM); inputs under 2^20 by the short kernel (60 x 700 x 6 off the boundary); and with
     # REDUCE_OPS_TWO_GROUPS_MAX=0 and REDUCE_OPS_RUNS_SHORT=1 small ones on 64 (8 x 64 x 49), 32 (3 x 101
     # x 37, the last block's outputs past the rows; 4 x 3 x 7 x 60 over (1, 3), two kept dims), 128 and
     # 256 threads an output (2 x 5 x 300, 41 x 9 x 49); 2 x 6 x 1024 and 3 x 5 x 1000 by packs.

@@ -711,7 +711,8 @@ def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtyp
     # ones for 6272 on 512 outputs, not on 1024, past 4 an SM on 132 SMs: the stages); by elements
     # where no pack fits (runs of odd length or start, or of 98 bytes), in the one round of 256 threads
     # x the fewest multiple of 4 loads that cover the row, where it holds 2048-8192 elements and the
-    # rows fit the SMs 4 at a time (4160, 8040, 3136 and 2760 on 300-512 outputs; 8308 and 1024
+    # rows fit the SMs 4 at a time (4160, 8040, 3136 and 2760 on 300-512 outputs, more than 2 an SM:
+    # fewer take 512 threads, test_two_group_16_bit_one_round_on_wide_blocks; 8308 and 1024
     # outputs: the stages). kernel: as assert_two_group_kernel takes it, None: the stages;
     # REDUCE_OPS_RUNS_16=0: the stages for all. The bounds are for 128-255 SMs (H100, H200).
     for k, v in env.items():
@@ -719,12 +720,40 @@ def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtyp
     if knob is not None:
         monkeypatch.setenv("REDUCE_OPS_RUNS_16", knob)
     x = runs_input(shape, layout, dtype)
-    assert 128 <= torch.cuda.get_device_properties(x.device).multi_processor_count < 256
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    assert 128 <= sms < 256
+    if kernel is not None and kernel[1:] == (1, 32, 0) and x.shape[1] <= 2 * sms:  # 300 outputs on 150+ SMs
+        kernel = ("runs", 1, 16, 0)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         if knob is not None or kernel is None:
             assert_staged(lambda: fn(x, dim))
         else:
             assert_two_group_kernel(lambda: fn(x, dim), kernel)
+    check_runs_results(x, dim)
+    check_sum(x, dim, dtype=torch.float32)
+
+
+@requires_cuda
+@pytest.mark.parametrize("knob", [None, "0"], ids=["auto", "knob0"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape,layout,dim,wide,narrow", [
+    ((128, 256, 7, 7), "contiguous", (0, 2, 3), 16, 28), ((64, 256, 7, 7), "contiguous", (0, 2, 3), 8, 16),
+    ((120, 300, 67), "contiguous", (0, 2), 16, 32), ((512, 256, 3, 3), "contiguous", (0, 2, 3), 12, 20),
+    ((64, 512, 7, 7), "contiguous", (0, 2, 3), 8, 16), ((40, 500, 70), ("cut", 1), (0, 2), 8, 12)], ids=str)
+def test_two_group_16_bit_one_round_on_wide_blocks(monkeypatch, knob, dtype, shape, layout, dim, wide, narrow):
+    # 16-bit rows by elements in the one round (rows of 6272, 3136, 8040, 4608 in runs of 9, 3136, and
+    # 2760 off the boundary) take 512 threads an output x the fewest multiple of 4 loads that covers
+    # the row (wide) where the outputs are at most 2 an SM (the 256 here on 128 SMs or more; 300, 500
+    # and 512 on fewer than 150), else 256 threads (narrow); REDUCE_OPS_RUNS_16_WIDE=0: 256 for all.
+    if knob is not None:
+        monkeypatch.setenv("REDUCE_OPS_RUNS_16_WIDE", knob)
+    x = runs_input(shape, layout, dtype)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    outputs = x.shape[1]
+    expected = (wide, 512) if knob is None and outputs <= 2 * sms else (narrow, 256)
+    for fn in (reduce_ops.sum, reduce_ops.amax):
+        k = runs_kernel_args(lambda: fn(x, dim))
+        assert (k["vec"], k["unroll"], k["adjacent"], k["threads"]) == (1, expected[0], 0, expected[1]), k
     check_runs_results(x, dim)
     check_sum(x, dim, dtype=torch.float32)
 
@@ -744,12 +773,16 @@ def test_two_group_short_runs(monkeypatch, knob, dtype, shape, layout, dim, kern
     # 32 elements, take the short kernel (rows of 1600 and 1152) or the runs kernel's one round by
     # elements (6400, 4608, 6300 in runs of 21 off the boundary), as longer runs do; runs of 3 elements
     # and rows of 10000 the stages (16-bit rows of 2048 or more only where the rows fit the SMs 4 at a
-    # time: the 1024 outputs here the stages). REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0: the stages.
+    # time: the 1024 outputs here the stages; the 256 of 4608, at most 2 an SM, take 512 threads x 12
+    # loads, test_two_group_16_bit_one_round_on_wide_blocks). REDUCE_OPS_TWO_GROUPS_SHORT_RUNS=0: the
+    # stages.
     if knob is not None:
         monkeypatch.setenv("REDUCE_OPS_TWO_GROUPS_SHORT_RUNS", knob)
     x = runs_input(shape, layout, dtype)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     wide16 = dtype != torch.float32 and x.shape[1] > 4 * sms
+    if dtype != torch.float32 and shape == (512, 256, 3, 3) and x.shape[1] <= 2 * sms:
+        kernel = ("runs", 1, 12, 0)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         if knob is not None or kernel is None or (kernel[0] == "runs" and wide16):
             assert_staged(lambda: fn(x, dim))

@@ -1228,8 +1228,19 @@ constexpr int64_t kTwoGroupsMinRunBytes = 128;
 // takes none shorter than a round of 2048 (launch_two_groups_runs; float32 rows shorter than that take
 // launch_two_groups_short), nor splits into them.
 constexpr int kOnceLoads = 16, kOnceFewestLoads = 8, kOnceWideLoads = 32, kOnceLoadsStep = 4;
-int once_loads_for(int64_t chunk) {
-  const int64_t loads = ceil_div(ceil_div(chunk, int64_t{kRowsBlockThreads}), int64_t{kOnceLoadsStep}) * kOnceLoadsStep;
+// Threads an output of the 16-bit rows' one round where the outputs are at most kOnceWideItemsPerSM an
+// SM (launch_two_groups_runs), as torch.compile's kernel for them: half the loads a thread. H200, us,
+// CUDA graphs over copies past 256 MB, 256 -> 512 threads, the lesser of two rounds
+// (h200_study/session102.txt, section 5): on 256 outputs (1.9 an SM), bfloat16 over (0, 2, 3) 160 x
+// 256 x 7 x 7 sum 5.28 -> 4.67, amax 5.25 -> 4.58, 64 x 256 x 7 x 7 3.98 -> 3.80, 256 x 256 x 5 x 5
+// 4.87 -> 4.57, 512 x 256 x 3 x 3 4.46 -> 4.19, float16 128 x 256 x 7 x 7 4.80 -> 4.54, over (0, 2)
+// 48 x 256 x 65 3.98 -> 3.77; 1.03-1.15x but the bfloat16 128 x 256 x 7 x 7 sum, 4.44 -> 4.53. On
+// more outputs it lost or came even: 300 (2.3 an SM) 80 x 300 x 49 4.14 -> 4.18 (120 x 300 x 67
+// gained, 5.77 -> 5.33), 384 100 x 384 x 7 x 7 4.52 -> 4.75, 512 (section 4) 64 x 512 x 65 4.88 ->
+// 5.61. Float32 rows lost everywhere (0.74-0.97x, section 4) and keep 256.
+constexpr int kOnceWideBlockThreads = 512, kOnceWideItemsPerSM = 2;
+int once_loads_for(int64_t chunk, int64_t threads = kRowsBlockThreads) {
+  const int64_t loads = ceil_div(ceil_div(chunk, threads), int64_t{kOnceLoadsStep}) * kOnceLoadsStep;
   return static_cast<int>(std::clamp<int64_t>(loads, kOnceFewestLoads, kOnceWideLoads));
 }
 // Past the one round, rounds of 256 threads x 16 (kAdjacent -1: each round's 16 loads issued before
@@ -1476,6 +1487,17 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
       default: return reduce_two_groups_runs_kernel<In, Out, T, 1, 32, 4, 0>;
     }
   };
+  // 16-bit rows by elements in the one round on kOnceWideBlockThreads threads an output (at most 16
+  // loads a thread), launched with `threads`.
+  [[maybe_unused]] const auto once_wide_kernel = [&once_loads](auto reducer) {
+    using T = typename decltype(reducer)::type;
+    switch (once_loads) {
+      case 8: return reduce_two_groups_runs_kernel<In, Out, T, 1, 8, 2, 0, kOnceWideBlockThreads>;
+      case 12: return reduce_two_groups_runs_kernel<In, Out, T, 1, 12, 2, 0, kOnceWideBlockThreads>;
+      default: return reduce_two_groups_runs_kernel<In, Out, T, 1, 16, 2, 0, kOnceWideBlockThreads>;
+    }
+  };
+  int threads = kRowsBlockThreads;
   if constexpr (sizeof(In) == 4) {
     if (vec == 1 && a.run_packs >= 4) {  // the getenvs only here (~0.1 us each a launch)
       const int64_t last = a.chunk % round, adjacent = env_nonnegative("REDUCE_OPS_RUNS_ADJACENT", 2);
@@ -1508,19 +1530,28 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     if (elements16) {
       once_loads = once_loads_for(a.chunk);
       kernel = once_kernel(Tag<R>{});
+      // On wider blocks where the rows are whole (up to 256 x 32 elements: 16 loads a thread there) and
+      // at most kOnceWideItemsPerSM an SM.
+      if (a.splits == 1 && a.chunk <= kOnceWideBlockThreads * kOnceLoads && items <= kOnceWideItemsPerSM * sm_count() &&
+          env_nonnegative("REDUCE_OPS_RUNS_16_WIDE", 1) != 0) {
+        once_loads = once_loads_for(a.chunk, kOnceWideBlockThreads);
+        kernel = once_wide_kernel(Tag<R>{});
+        threads = kOnceWideBlockThreads;
+        set_runs_step(a, threads);
+      }
     }
   }
   using Tree = typename TreeReducer<R>::type;
   if constexpr (sizeof(In) <= 4 && !std::is_same_v<Tree, R>) {  // float32 and 16-bit: the one round's element loads
     if (once_loads > 0 && a.splits == 1) {  // at most 8192 values an output: a tree of depth <= 13
-      const auto once = once_kernel(Tag<Tree>{});
-      once<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr,
+      const auto once = threads == kOnceWideBlockThreads ? once_wide_kernel(Tag<Tree>{}) : once_kernel(Tag<Tree>{});
+      once<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr,
                                                               Tree{});
       return true;
     }
   }
   if (small && once_loads == 0) return false;
-  kernel<<<grid_for(items), kRowsBlockThreads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters, r);
+  kernel<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters, r);
   return true;
 }
 

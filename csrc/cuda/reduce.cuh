@@ -1189,10 +1189,13 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
 // segment reads its output's runs as they lie, and no second launch waits on the first.
 // kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which);
 // kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1);
-// kAdjacent 0: segments of at most 256 x kUnroll elements in one round, -1: segments of any
+// kAdjacent 0: segments of at most kThreads x kUnroll elements in one round, -1: segments of any
 // length in rounds of kUnroll, both a row's runs within 2^31 elements (thread_reduce_runs_once, kVec 1).
-template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent>
-__global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
+// kThreads: the block's threads, kRowsBlockThreads but for 16-bit rows' one round
+// (kOnceWideBlockThreads, launch_two_groups_runs).
+template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMinBlocks, int kAdjacent,
+          int kThreads = kRowsBlockThreads>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     reduce_two_groups_runs_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a,
                                   typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters, R r) {
   __shared__ bool last;
@@ -1205,8 +1208,9 @@ __global__ void __launch_bounds__(kRowsBlockThreads, kMinBlocks)
     typename R::Acc part;
     if constexpr (kAdjacent <= 0) {
       static_assert(kVec == 1 && kAdjacent >= -1, "rounds by elements");
-      part = thread_reduce_runs_once<kUnroll, kRowsBlockThreads, (kAdjacent < 0)>(base, a, start, end, threadIdx.x, r);
+      part = thread_reduce_runs_once<kUnroll, kThreads, (kAdjacent < 0)>(base, a, start, end, threadIdx.x, r);
     } else if constexpr (kAdjacent > 1) {
+      static_assert(kThreads == kRowsBlockThreads, "the one round only on wider blocks");
       // Warp-uniform whole rounds on the 4-block kernel only: on the 8-block one they lost amaxes
       // 4% (launch_two_groups_runs).
       part = thread_reduce_runs_adjacent<kAdjacent, kUnroll / kAdjacent, kRowsBlockThreads, kMinBlocks == 4>(
