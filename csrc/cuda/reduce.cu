@@ -1530,10 +1530,10 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     if (elements16) {
       once_loads = once_loads_for(a.chunk);
       kernel = once_kernel(Tag<R>{});
-      // On wider blocks where the rows are whole (up to 256 x 32 elements: 16 loads a thread there) and
-      // at most kOnceWideItemsPerSM an SM.
-      if (a.splits == 1 && a.chunk <= kOnceWideBlockThreads * kOnceLoads && items <= kOnceWideItemsPerSM * sm_count() &&
-          env_nonnegative("REDUCE_OPS_RUNS_16_WIDE", 1) != 0) {
+      // On wider blocks where the rows are whole (of at most kOnceWideBlockThreads x kOnceLoads
+      // elements, once_wide_kernel's most loads) and at most kOnceWideItemsPerSM an SM.
+      if (a.splits == 1 && a.chunk <= kOnceWideBlockThreads * kOnceLoads &&
+          items <= kOnceWideItemsPerSM * sm_count() && env_nonnegative("REDUCE_OPS_RUNS_16_WIDE", 1) != 0) {
         once_loads = once_loads_for(a.chunk, kOnceWideBlockThreads);
         kernel = once_wide_kernel(Tag<R>{});
         threads = kOnceWideBlockThreads;
@@ -1545,8 +1545,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   if constexpr (sizeof(In) <= 4 && !std::is_same_v<Tree, R>) {  // float32 and 16-bit: the one round's element loads
     if (once_loads > 0 && a.splits == 1) {  // at most 8192 values an output: a tree of depth <= 13
       const auto once = threads == kOnceWideBlockThreads ? once_wide_kernel(Tag<Tree>{}) : once_kernel(Tag<Tree>{});
-      once<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr,
-                                                              Tree{});
+      once<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, nullptr, nullptr, Tree{});
       return true;
     }
   }
