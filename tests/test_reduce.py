@@ -552,6 +552,14 @@ def check_short_kernel(x, dim, vec):
         check_sum(x, dim, dtype=torch.float32)
 
 
+def one_round_16_bit(x, narrow, wide):
+    """The runs kernel's one round for x's 16-bit rows by elements, as (kUnroll, threads): 512 threads x
+    `wide` loads where x's outputs (dim 1) are at most 2 an SM (launch_two_groups_runs's
+    kOnceWideItemsPerSM), else 256 x `narrow`."""
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    return (wide, 512) if x.shape[1] <= 2 * sms else (narrow, 256)
+
+
 def assert_two_group_kernel(fn, kernel):
     """fn() launches the one kernel `kernel` names: ("short", kItemThreads, kVec) for
     reduce_two_groups_short_kernel, ("runs", kVec, kUnroll, kAdjacent) for reduce_two_groups_runs_kernel."""
@@ -722,8 +730,8 @@ def test_two_group_16_bit_rows_short_of_a_round_of_packs(monkeypatch, knob, dtyp
     x = runs_input(shape, layout, dtype)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     assert 128 <= sms < 256
-    if kernel is not None and kernel[1:] == (1, 32, 0) and x.shape[1] <= 2 * sms:  # 300 outputs on 150+ SMs
-        kernel = ("runs", 1, 16, 0)
+    if shape == (120, 300, 67):  # 512 threads x 16 loads where its 300 outputs are at most 2 an SM
+        kernel = ("runs", 1, one_round_16_bit(x, 32, 16)[0], 0)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         if knob is not None or kernel is None:
             assert_staged(lambda: fn(x, dim))
@@ -748,9 +756,7 @@ def test_two_group_16_bit_one_round_on_wide_blocks(monkeypatch, knob, dtype, sha
     if knob is not None:
         monkeypatch.setenv("REDUCE_OPS_RUNS_16_WIDE", knob)
     x = runs_input(shape, layout, dtype)
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    outputs = x.shape[1]
-    expected = (wide, 512) if knob is None and outputs <= 2 * sms else (narrow, 256)
+    expected = one_round_16_bit(x, narrow, wide) if knob is None else (narrow, 256)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         k = runs_kernel_args(lambda: fn(x, dim))
         assert (k["vec"], k["unroll"], k["adjacent"], k["threads"]) == (1, expected[0], 0, expected[1]), k
@@ -781,8 +787,8 @@ def test_two_group_short_runs(monkeypatch, knob, dtype, shape, layout, dim, kern
     x = runs_input(shape, layout, dtype)
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
     wide16 = dtype != torch.float32 and x.shape[1] > 4 * sms
-    if dtype != torch.float32 and shape == (512, 256, 3, 3) and x.shape[1] <= 2 * sms:
-        kernel = ("runs", 1, 12, 0)
+    if dtype != torch.float32 and shape == (512, 256, 3, 3):
+        kernel = ("runs", 1, one_round_16_bit(x, 20, 12)[0], 0)
     for fn in (reduce_ops.sum, reduce_ops.amax):
         if knob is not None or kernel is None or (kernel[0] == "runs" and wide16):
             assert_staged(lambda: fn(x, dim))
