@@ -23,7 +23,10 @@ code, compiled once per case with dynamic=False, fullgraph=True), and the peers 
 (Liger-Kernel), `flag_gems` (FlagGems) and `quack` (quack-kernels) where they import. A
 provider that cannot be imported is listed at the start and in the JSON's "unavailable";
 a shape a provider does not support shows as `n/a`; an exception shows as `error` and
-is kept in the JSON's "errors".
+is kept in the JSON's "errors". The JSON's "versions" names each provider's library version
+(reduce_ops' marked "(not installed)" where it was imported from a source tree), and "commit"
+the git commit of the checkout bench.py ran from ("+": tracked files changed); rows a --merge
+keeps carry their own run's.
 
 Timing: on CUDA the median of single calls between CUDA events (do_bench's method), the L2
 flushed before each: ops that write (softmax, reduce_scale, softmax_backward) after a flush
@@ -48,6 +51,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -382,7 +386,29 @@ def versions() -> dict:
             out[name] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
+    if "reduce_ops" not in out:  # imported from a source tree (PYTHONPATH), not installed
+        try:
+            out["reduce_ops"] = importlib.import_module("reduce_ops").__version__ + " (not installed)"
+        except Exception:
+            pass
     return out
+
+
+def checkout_commit() -> Optional[str]:
+    """The git commit of the checkout bench.py runs from, "+" appended where tracked files differ
+    from it; None outside a git checkout. It names the source a run's reduce_ops came from only
+    where reduce_ops was built from this checkout."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=HERE, capture_output=True, text=True, timeout=30)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+" if dirty else "")
 
 
 # --------------------------------------------------------------------------------------
@@ -661,11 +687,18 @@ def merge_results(old: dict, new: dict) -> dict:
     provider this run timed leaves the old run's "unavailable"; the copy figure is the newest,
     with that of every run that still has rows in copy_GBps_runs. A kept row keeps its own
     run's copy figure (its copy_GBps, given it here if it had none), so that its "% of copy"
-    stays against the run that timed it; a peer library's version stays listed while rows it
-    timed are kept, if this run did not load it."""
+    stays against the run that timed it, and its run's checkout commit likewise, where that run
+    recorded one; a peer library's version stays listed while rows it timed are kept, if this
+    run did not load it."""
     keys = {row_key(r) for r in new["rows"] + new["errors"]}
-    kept = [dict(r, copy_GBps=r.get("copy_GBps", old.get("copy_GBps")))
-            for r in old.get("rows", []) if row_key(r) not in keys]
+
+    def keep(r):
+        r = dict(r, copy_GBps=r.get("copy_GBps", old.get("copy_GBps")))
+        if "commit" not in r and old.get("commit"):
+            r["commit"] = old["commit"]
+        return r
+
+    kept = [keep(r) for r in old.get("rows", []) if row_key(r) not in keys]
     rows = kept + new["rows"]
     errors = [e for e in old.get("errors", []) if row_key(e) not in keys]
     merged = dict(new, rows=rows, errors=errors + new["errors"])
@@ -739,7 +772,7 @@ def benchmark(args) -> dict:
         "device": device_name(device), "torch": torch.__version__,
         "date": datetime.date.today().isoformat(), "copy_GBps": round(copy_gbps, 1),
         "rows": [], "unavailable": unavailable, "errors": [],
-        "timer": timer.kind, "preset": preset, "versions": versions(),
+        "timer": timer.kind, "preset": preset, "versions": versions(), "commit": checkout_commit(),
         "command": " ".join(sys.argv[1:]),
     }
     old = None

@@ -62,3 +62,19 @@ def test_reductions_take_the_read_flush_whatever_their_output():
     assert not bench.Case("sum", (2**20,), None, "float32").writes
     assert all(bench.Case(op, (8, 2**24), -1, "float32").writes
                for op in ("softmax", "reduce_scale", "softmax_backward"))
+
+
+def test_merge_gives_kept_rows_their_runs_commit():
+    first = dict(_run(4000.0, [_row("sum", "reduce_ops", 1.0), _row("amax", "reduce_ops", 2.0)]), commit="aaa")
+    second = bench.merge_results(first, dict(_run(4100.0, [_row("sum", "reduce_ops", 1.5)]), commit="bbb"))
+    assert second["commit"] == "bbb"
+    assert {r["op"]: r.get("commit") for r in second["rows"]} == {"amax": "aaa", "sum": None}
+    # A row kept twice keeps the commit of the run that timed it, not that of the file it sat in.
+    third = bench.merge_results(second, dict(_run(4200.0, []), commit="ccc"))
+    assert {r["op"]: r.get("commit") for r in third["rows"]} == {"amax": "aaa", "sum": "bbb"}
+
+
+def test_versions_name_reduce_ops_and_the_checkout():
+    assert "reduce_ops" in bench.versions()  # installed, or imported from the source tree
+    commit = bench.checkout_commit()
+    assert commit is None or (len(commit.rstrip("+")) == 40 and set(commit.rstrip("+")) <= set("0123456789abcdef"))
