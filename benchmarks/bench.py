@@ -29,7 +29,8 @@ the git commit of the checkout bench.py ran from ("+": tracked files changed); r
 keeps carry their own run's.
 
 Timing: on CUDA the median of single calls between CUDA events (do_bench's method), the L2
-flushed before each: ops that write (softmax, reduce_scale, softmax_backward) after a flush
+flushed before each (and its persisting lines, which no flush evicts, reset to normal before
+each provider: see Timer): ops that write (softmax, reduce_scale, softmax_backward) after a flush
 that zero-fills 256 MB, as `triton.testing.do_bench`; reductions (sum, amax, whatever their
 output's size) after a flush that reads 256 MB, so that they are not billed for writing back
 the flush's own dirty lines; after the flush the GPU sleeps ~200 us before the start event, so
@@ -468,6 +469,15 @@ class Timer:
     reductions (`writes=False`) a flush that reads 256 MB instead, leaving the L2 clean; both
     are timed as do_bench does (CUDA events around single calls, median).
 
+    Neither flush evicts lines loaded with an L2 evict_last policy: they sit in the L2's
+    persisting set-aside (11.25 MB on the lent H200), which outlives any amount of ordinary
+    traffic. Our row kernels mark their loads so where the call moves at least 3 L2s, and a
+    provider timed next on the same input found up to that much of it in the L2 (H200: a 128 MB
+    sum after a marked ReduceScale of the same tensor 42.1 us, 44.3 after an unmarked one;
+    h200_study/session104.txt). So on CUDA each time() first resets every persisting line to
+    normal (the driver's cuCtxResetPersistingL2Cache, after a synchronize), and no provider
+    starts with another's leftovers; `l2_reset` is False where the driver lacks the call.
+
     Between the flush and the start event the GPU sleeps kSleepCycles (~200 us): do_bench's
     flush alone (~60 us) hid less host time than torch.compile's wrapper takes per call on the
     lent H200 (60-85 us, scripts/diag_compile_overhead.py), so its calls were timed partly
@@ -480,20 +490,28 @@ class Timer:
     def __init__(self, device: str, warmup_ms: float, rep_ms: float):
         self.device, self.warmup_ms, self.rep_ms = device, warmup_ms, rep_ms
         if device == "cuda":
-            self.kind = ("CUDA events around single calls, median (do_bench's method): zero-fill "
-                         "L2 flush for ops that write, read-only flush for reductions, then a "
-                         "~200 us GPU sleep so that host overhead is not timed")
             self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+            self._reset_l2 = _persisting_l2_reset()
+            self.l2_reset = self._reset_l2 is not None
+            self.kind = ("CUDA events around single calls, median (do_bench's method): "
+                         + ("the L2's persisting lines reset to normal before each provider, "
+                            if self.l2_reset else "")
+                         + "zero-fill L2 flush for ops that write, read-only flush for "
+                         "reductions, then a ~200 us GPU sleep so that host overhead is not timed")
             self.flush_words = self.flush.view(torch.int32)
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             self.l2_bytes = getattr(props, "L2_cache_size", 60 << 20) or (60 << 20)
         else:
             self.kind = "time.perf_counter"
             self.l2_bytes = 0
+            self.l2_reset = False
 
     def time(self, fn: Callable, writes: bool = True) -> float:
         if self.device != "cuda":
             return self._time_cpu(fn)
+        if self._reset_l2 is not None:
+            torch.cuda.synchronize()
+            self._reset_l2()
         if not writes:
             return self._time_events(fn, lambda: self.flush_words.amax())
         return self._time_events(fn, self.flush.zero_)
@@ -554,6 +572,33 @@ class Timer:
             return self.time(graph.replay, writes) / calls
         finally:
             del graph
+
+
+def _persisting_l2_reset() -> Optional[Callable[[], None]]:
+    """The driver's cuCtxResetPersistingL2Cache for the current context as a call (it
+    raises on an error code), or None where the driver library or the call is missing."""
+    import ctypes
+
+    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so")
+    for name in names:
+        try:
+            fn = ctypes.CDLL(name).cuCtxResetPersistingL2Cache
+        except (OSError, AttributeError):
+            continue
+        fn.restype = ctypes.c_int
+
+        def reset() -> None:
+            rc = fn()
+            if rc != 0:
+                raise RuntimeError(f"cuCtxResetPersistingL2Cache returned CUresult {rc}")
+
+        torch.cuda.init()  # the primary context must be current on this thread
+        try:
+            reset()
+        except RuntimeError:
+            return None
+        return reset
+    return None
 
 
 def measure_copy(timer: Timer, device: str) -> float:

@@ -9,7 +9,8 @@ times over, so that a drift of the machine touches every mode alike; each case p
 round's time (us) and the median. Each mode's result is checked against the first mode's (the
 same bits for reduce_scale, within bench.py's tolerance otherwise). The timer, inputs and the
 least-traffic byte count are benchmarks/bench.py's; "% copy" is against its 1 GiB copy, measured
-in the same run. --compile and --torch add torch.compile and torch eager as peers. --graph times
+in the same run. --compile and --torch add torch.compile and torch eager as peers. --inputs N
+times calls over N copies of the input in turn. --graph times
 each inside CUDA graphs instead (launch-bound sizes; bench.py --graph's plan of calls over
 rotated copies of the input, one plan for every mode and peer of a case).
 """
@@ -47,10 +48,15 @@ def main(argv=None):
     p.add_argument("--rep", type=float, default=60.0, help="timed repetitions per round, ms")
     p.add_argument("--compile", action="store_true", help="time torch.compile too")
     p.add_argument("--torch", action="store_true", help="time torch eager too")
+    p.add_argument("--inputs", type=int, default=1,
+                   help="time calls over this many copies of the input in turn (not with --graph), "
+                        "so that no call finds its input where the previous call left it")
     p.add_argument("--graph", action="store_true",
                    help="time inside CUDA graphs (bench.py --graph's plan: calls over rotated input "
                         "copies), for launch-bound sizes; a mode's knobs apply at its capture")
     args = p.parse_args(argv)
+    if args.inputs < 1 or (args.inputs > 1 and args.graph):
+        p.error("--inputs takes a count of at least 1, and not with --graph (which rotates copies of its own)")
     modes = args.mode or [("auto", {})]
     knobs = {var for _, env in modes for var in env}
 
@@ -68,13 +74,20 @@ def main(argv=None):
                 shape = tuple(int(v) for v in text.split("x"))
                 case = bench.Case(op, shape, args.dim if len(shape) > 1 else 0, dtype)
                 inputs = bench.make_inputs(case, "cuda", seed=0)
+                turns = [inputs] + [tuple(t.clone() for t in inputs) for _ in range(args.inputs - 1)]
                 ours = providers["reduce_ops"].fn(case)
 
                 plan = []  # with --graph: (calls, input sets), one plan for every mode and peer
 
                 def timed(fn):
                     if not args.graph:
-                        return timer.time(lambda: fn(*inputs), case.writes)
+                        turn = [0]
+
+                        def call():
+                            turn[0] = (turn[0] + 1) % len(turns)
+                            return fn(*turns[turn[0]])
+
+                        return timer.time(call, case.writes)
                     if not plan:
                         calls, copies = bench.graph_plan(case, timer.time(lambda: fn(*inputs), case.writes), timer)
                         plan.extend([calls, [inputs] + [tuple(t.clone() for t in inputs) for _ in range(copies - 1)]])

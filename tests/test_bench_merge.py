@@ -2,6 +2,9 @@
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import bench  # noqa: E402
 
@@ -78,3 +81,20 @@ def test_versions_name_reduce_ops_and_the_checkout():
     assert "reduce_ops" in bench.versions()  # installed, or imported from the source tree
     commit = bench.checkout_commit()
     assert commit is None or (len(commit.rstrip("+")) == 40 and set(commit.rstrip("+")) <= set("0123456789abcdef"))
+
+
+def test_cuda_timer_resets_the_persisting_l2_before_each_timing():
+    # Lines our row kernels load evict_last outlive the timer's flushes (the L2's persisting
+    # set-aside), so each time() resets them first: no provider finds what the one before it left.
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    timer = bench.Timer("cuda", warmup_ms=1, rep_ms=1)
+    assert timer.l2_reset, "the driver's cuCtxResetPersistingL2Cache was not found"
+    assert "persisting lines reset" in timer.kind
+    resets = []
+    reset = timer._reset_l2
+    timer._reset_l2 = lambda: (resets.append(1), reset())
+    x = torch.ones(1024, device="cuda")
+    timer.time(lambda: x.sum(), writes=False)
+    timer.time(lambda: x.add(1))
+    assert len(resets) == 2
