@@ -623,11 +623,13 @@ def held_raw_launches(fn, kernel):
 
 # The forward warp kernel's 16-bit rows of 3-4 packs over 32 lanes or 3 over 16 (softmax_launch.h's
 # launch_warp): raw words where they are peeled (777: 97 packs, 4 a lane; 555: 69, 3; 333: 41, 16
-# lanes of 3), and for ReduceScale where its loads are unmarked (768: 96 packs, 3 a lane; 1024: 4;
-# 320: 40, 16 lanes of 3), else floats (171: 21 packs, 8 lanes of 3). cols, softmax raw,
-# ReduceScale raw.
-WARP_HELD_CASES = [(777, True, True), (555, True, True), (333, True, True), (768, False, True), (1024, False, True),
-                   (320, False, True), (171, False, False)]
+# lanes of 3), for ReduceScale where its loads are unmarked (768: 96 packs, 3 a lane; 1024: 4;
+# 320: 40, 16 lanes of 3), and for softmax where they are marked (every row here but 171's); else
+# floats (171: 21 packs, 8 lanes of 3). cols, softmax raw (unmarked: these small inputs), ReduceScale
+# raw (unmarked), softmax raw when marked.
+WARP_HELD_CASES = [(777, True, True, True), (555, True, True, True), (333, True, True, True),
+                   (768, False, True, True), (1024, False, True, True), (320, False, True, True),
+                   (171, False, False, False)]
 
 
 # 16-bit rows of 8-byte packs, 2 a lane group at once (row_norm_rows_kernel) or one at a time

@@ -779,9 +779,9 @@ def test_reduce_scale_cluster_row_on_the_fewest_blocks(monkeypatch, dtype, cols,
 # the same bits either way (one max, one scaling a value), out of place and in place, rows of
 # special values among them. On sm_90 the kernel launched.
 @requires_cuda
-@pytest.mark.parametrize("cols,_,raw", WARP_HELD_CASES)
+@pytest.mark.parametrize("cols,_,raw,__", WARP_HELD_CASES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
-def test_reduce_scale_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, _, raw):
+def test_reduce_scale_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, _, raw, __):
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_WARP_HELD", raising=False)
     x = special_rows(make_input((300, cols), dtype, "cuda"), dtype)

@@ -750,20 +750,28 @@ def test_softmax_cluster_row_blocks_a_row(monkeypatch, dtype, cols, blocks, thre
 # the write) where launch_warp says, else as exps, and as exps everywhere with
 # REDUCE_OPS_WARP_HELD=float: each on special values, rows whose exps reach subnormals (-100 x
 # rand: the write's exps off the ex2-only path) and large offsets; rows starting off 16 bytes too.
-# On sm_90 the kernel launched.
+# "marked": the loads marked evict_last (REDUCE_OPS_ROW_LOAD=marked, as calls of 3 L2s or more
+# are), which holds every such row as raw words; "float+marked": exps, their loads marked too. On
+# sm_90 the kernel launched, and whether its loads were marked.
 @requires_cuda
-@pytest.mark.parametrize("held", ["auto", "float"])
-@pytest.mark.parametrize("cols,raw,_", WARP_HELD_CASES)
+@pytest.mark.parametrize("held", ["auto", "float", "marked", "float+marked"])
+@pytest.mark.parametrize("cols,raw,_,raw_marked", WARP_HELD_CASES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_id)
-def test_softmax_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, raw, _, held):
+def test_softmax_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, raw, _, raw_marked, held):
     clear_row_knobs(monkeypatch)
     monkeypatch.delenv("REDUCE_OPS_WARP_HELD", raising=False)
-    if held == "float":
+    if "float" in held:
         monkeypatch.setenv("REDUCE_OPS_WARP_HELD", "float")
+    if "marked" in held:
+        monkeypatch.setenv("REDUCE_OPS_ROW_LOAD", "marked")
     shape = (300, cols)
     x = special_rows(make_input(shape, dtype, "cuda"))
     if torch.cuda.get_device_capability() == (9, 0):
-        assert held_raw_launches(lambda: reduce_ops.softmax(x, -1), "row_norm_warp_kernel") == [raw and held == "auto"]
+        expected = {"auto": raw, "marked": raw_marked}.get(held, False)
+        run = lambda: reduce_ops.softmax(x, -1)  # noqa: E731
+        assert held_raw_launches(run, "row_norm_warp_kernel") == [expected]
+        marked = [a[-2] == "true" for a in launches_of(cuda_kernels_run(run), "row_norm_warp_kernel")]
+        assert marked == ["marked" in held], marked
     check_softmax(x, -1)
     check_softmax((-100.0 * torch.rand(shape, device="cuda")).to(dtype), -1)
     check_softmax((1e4 + make_input(shape, torch.float32, "cuda")).to(dtype), -1)

@@ -114,8 +114,12 @@ int64_t row_traffic(const RowGeometry& g) {
 //   backward: float32 4096 x 32768 (1.6 GB) 398.5 -> 390.6 (cluster), 4096 x 4096 (201 MB)
 //             52.3 -> 51.0 (block), 65536 x 100 (79 MB) 24.1 -> 26.2 (warp).
 // The forward's clusters gained nothing (1024 x 262144, 2048 x 131072: within 0.1 us) and load
-// plainly. 16-bit softmax rows on the warp kernel stay plain at any size: bfloat16 65536 x 1024
-// (268 MB) 67.6 -> 68.7, 442368 x 128 58.2 -> 58.5, 131072 x 1024 131.5 -> 129.2.
+// plainly. 16-bit softmax rows on the warp kernel held as floats stay plain at any size: bfloat16
+// 65536 x 1024 (268 MB) 67.6 -> 68.7, 442368 x 128 58.2 -> 58.5, 131072 x 1024 131.5 -> 129.2; held
+// as raw words they are marked by this rule (launch_warp). Since session 104 the timer resets the
+// L2's persisting lines before each timing (bench.py's Timer): marked lines outlive any flush in
+// the persisting set-aside (11.25 MB on the H200), so before that a plain mode timed after a marked
+// one on the same input could find part of it in the L2 (the session 59 figures above were timed so).
 // REDUCE_OPS_ROW_LOAD=plain|marked (a developer knob, for measurement) forces either, wherever the
 // kernel has 16-byte packs; `by_size` false keeps the default plain.
 constexpr int64_t kMarkedTrafficL2s = 3;
@@ -451,9 +455,10 @@ template <typename In, typename Out, typename Acc, typename Policy, int kVec, bo
 void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                  bool few_waves = kPeeled) {
   const int64_t packs = ceil_div(g.cols, kVec);
-  // Marked loads by size (row_loads_marked), but for 16-bit softmax rows.
-  const bool marked = kVec * sizeof(In) == 16 &&
-                      row_loads_marked(row_traffic<In, Out>(g), !(Policy::kNeedsSum && sizeof(In) == 2));
+  // Marked loads by size (row_loads_marked), but for 16-bit softmax rows held as floats (below).
+  const bool marked = kVec * sizeof(In) == 16 && row_loads_marked(row_traffic<In, Out>(g));
+  const bool marked_by_knob = kVec * sizeof(In) == 16 && row_loads_marked(0, false);
+  const bool held_float = env_equals("REDUCE_OPS_WARP_HELD", "float");
   // 16-bit rows of 8-byte packs (launch_row_norm's rows of 3-15 such packs) go 2 rows a lane group
   // at once, a block over its rows once (row_norm_rows_kernel), where row_norm_warp_kernel loops over
   // them one at a time. H200 (scripts/rows_ab.py, h200_study/session65_rows.txt, call 3), bfloat16,
@@ -478,7 +483,12 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
     if constexpr (kHalfPackRows && kWidth <= 8) {
       if (rows_at_once) return run_rows(packs_tag, width_tag);
     }
-    with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
+    // 16-bit rows of 3-4 packs over 16 or 32 lanes may hold their raw words (kRawHeld, below);
+    // 16-bit softmax rows held as floats load plainly at any size.
+    constexpr bool kRawShape =
+        sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth >= 16 && (kPacks == 3 || kPacks == 4);
+    const bool float_softmax_16 = Policy::kNeedsSum && sizeof(In) == 2 && (!kRawShape || held_float);
+    with_marked_loads<kVec * sizeof(In) == 16>(float_softmax_16 ? marked_by_knob : marked, [&](auto last) {
       constexpr bool kLast = decltype(last)::value;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
       auto launch = [&](auto kernel) {
@@ -501,7 +511,8 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
           ((kPacks == 2 && kWidth == 8 && std::is_same_v<In, c10::BFloat16>) ||
            (Policy::kNeedsSum && kPacks == 3 && kWidth == 4));
       // 16-bit rows of 3-4 packs over 32 lanes, or 3 over 16, hold their raw words (row_norm_warp_rows'
-      // kRawHeld) where they are peeled, or for ReduceScale where its loads are unmarked: peeled
+      // kRawHeld) where they are peeled, for ReduceScale where its loads are unmarked, and for softmax
+      // where they are marked (below): peeled
       // softmax at 4 packs a lane 64 -> 48 registers, at 3 56 -> 40 (16 lanes 56 -> 47); unmarked
       // ReduceScale 62 -> 40 and 48-55 -> 38-39. H200 (rows_ab.py, h200_study/session75.txt, sections 5
       // and 7), bfloat16, us, floats -> words (torch.compile): softmax peeled 131072 x 777 120.42 ->
@@ -512,16 +523,28 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
       // 38.02, 262144 x 377 115.17 -> 106.37 (113.12); ReduceScale aligned, unmarked (under 3 L2s of
       // traffic: row_loads_marked) 32768 x 768 33.22 -> 29.66 (29.04), 16384 x 768 19.23 -> 17.76
       // (17.22), 32768 x 1024 38.56 -> 37.31 (36.51), 65536 x 320 26.74 -> 25.86 (26.08). Aligned
-      // softmax stays on floats (within 1%, 4096 x 1024 9.15 against 9.47), and so does marked
-      // ReduceScale (65536 x 1024 67.74 against 67.90, 131072 x 384 51.94 against 52.45); peeled
-      // softmax 262144 x 700 lost 193.41 -> 194.94. 8 lanes of 3 packs (rows of 17-24 packs) keep
+      // unmarked softmax stays on floats (within 1%, 4096 x 1024 9.15 against 9.47), and so does marked
+      // ReduceScale (65536 x 1024 67.74 against 67.90, 131072 x 384 51.94 against 52.45; session 104,
+      // 67.84 against 68.00, 65536 x 768 52.90 against 52.38, x 896 60.16 against 60.56); peeled
+      // softmax 262144 x 700 lost 193.41 -> 194.94. Softmax rows held as raw words and loaded marked
+      // (by size, row_loads_marked) gained at every length: H200 (rows_ab.py, the timer's persisting-L2
+      // reset, h200_study/session104.txt, call 5), bfloat16, us, floats plain -> words marked (torch.compile):
+      // 65536 x 1024 69.38 -> 67.46 (68.32), 131072 x 1024 132.06 -> 129.02, 49152 x 1024 53.73 -> 52.13,
+      // 65536 x 768 53.86 -> 51.78, 131072 x 640 83.81 -> 82.46, 262144 x 384 100.06 -> 97.95, 262144 x 320
+      // 87.58 -> 82.18; float16 65536 x 1024 69.47 -> 67.42; peeled, words plain -> marked, 65536 x 1000
+      // 67.36 -> 66.30, 262144 x 300 89.57 -> 88.06. Either alone did not (call 4): 65536 x 1024 words
+      // plain 70.14, floats marked 69.34, against floats plain 70.10; 65536 x 768 floats marked 58.30
+      // against 54.43. Under 3 L2s of traffic the marks gained after a flush (32768 x 1024 37.60 ->
+      // 36.83, 4096 x 1024 8.96 -> 8.13) but lost in CUDA graphs up to 16 MB (call 6: 4096 x 1024 5.67 ->
+      // 6.14, 8192 x 384 4.91 -> 5.14; 32768 x 1024 34.70 -> 34.22), so those keep floats, unmarked. 16
+      // lanes of 8 packs a row of 65-128 packs, as words, trailed (65536 x 1024 70.66, x 768 54.18).
+      // 8 lanes of 3 packs (rows of 17-24 packs) keep
       // floats: peeled softmax lost 1-2.6% on words (524288 x 155 96.94 -> 99.49), ReduceScale within
       // 1% but for 131072 x 160 (27.20 -> 26.34). REDUCE_OPS_WARP_HELD=float (a developer knob, for
-      // measurement): floats there too.
-      constexpr bool kRawHeld = sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth >= 16 &&
-                                (kPacks == 3 || kPacks == 4) && (kPeeled || (!Policy::kNeedsSum && !kLast));
+      // measurement): floats there too, softmax's loads then plain but under REDUCE_OPS_ROW_LOAD.
+      constexpr bool kRawHeld = kRawShape && (kPeeled || (Policy::kNeedsSum ? kLast : !kLast));
       if constexpr (kRawHeld) {  // never kCapped (4-8 lanes)
-        if (!env_equals("REDUCE_OPS_WARP_HELD", "float")) {
+        if (!held_float) {
           return launch(row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast, true>);
         }
       }
