@@ -538,10 +538,10 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
       // 36.83, 4096 x 1024 8.96 -> 8.13) but lost in CUDA graphs up to 16 MB (call 6: 4096 x 1024 5.67 ->
       // 6.14, 8192 x 384 4.91 -> 5.14; 32768 x 1024 34.70 -> 34.22), so those keep floats, unmarked. 16
       // lanes of 8 packs a row of 65-128 packs, as words, trailed (65536 x 1024 70.66, x 768 54.18).
-      // 8 lanes of 3 packs (rows of 17-24 packs) keep
-      // floats: peeled softmax lost 1-2.6% on words (524288 x 155 96.94 -> 99.49), ReduceScale within
-      // 1% but for 131072 x 160 (27.20 -> 26.34). REDUCE_OPS_WARP_HELD=float (a developer knob, for
-      // measurement): floats there too, softmax's loads then plain but under REDUCE_OPS_ROW_LOAD.
+      // 8 lanes of 3 packs (rows of 17-24 packs) keep floats: peeled softmax lost 1-2.6% on words
+      // (524288 x 155 96.94 -> 99.49), ReduceScale within 1% but for 131072 x 160 (27.20 -> 26.34).
+      // REDUCE_OPS_WARP_HELD=float (a developer knob, for measurement): floats there too, softmax's
+      // loads then plain but under REDUCE_OPS_ROW_LOAD.
       constexpr bool kRawHeld = kRawShape && (kPeeled || (Policy::kNeedsSum ? kLast : !kLast));
       if constexpr (kRawHeld) {  // never kCapped (4-8 lanes)
         if (!held_float) {
