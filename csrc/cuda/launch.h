@@ -69,7 +69,7 @@ void with_int_in(int64_t n, F f) {
 //   REDUCE_OPS_WARP_HELD=float  the rows' forward warp kernel holds 16-bit rows of 3-4 packs a
 //                               lane as floats where it would hold their raw words (peeled
 //                               rows, unmarked ReduceScale, marked softmax; softmax_launch.h's
-//                               launch_warp), softmax's loads then plain unless REDUCE_OPS_ROW_LOAD;
+//                               launch_warp);
 //   REDUCE_OPS_CLUSTER_ROW_HELD=raw|float
 //                               cluster_row's 16-bit softmax rows held as raw words or as
 //                               exps (softmax_launch.h's cluster_row_choice);

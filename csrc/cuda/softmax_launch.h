@@ -114,20 +114,23 @@ int64_t row_traffic(const RowGeometry& g) {
 //   backward: float32 4096 x 32768 (1.6 GB) 398.5 -> 390.6 (cluster), 4096 x 4096 (201 MB)
 //             52.3 -> 51.0 (block), 65536 x 100 (79 MB) 24.1 -> 26.2 (warp).
 // The forward's clusters gained nothing (1024 x 262144, 2048 x 131072: within 0.1 us) and load
-// plainly. 16-bit softmax rows on the warp kernel held as floats stay plain at any size: bfloat16
-// 65536 x 1024 (268 MB) 67.6 -> 68.7, 442368 x 128 58.2 -> 58.5, 131072 x 1024 131.5 -> 129.2; held
-// as raw words they are marked by this rule (launch_warp). Since session 104 the timer resets the
-// L2's persisting lines before each timing (bench.py's Timer): marked lines outlive any flush in
-// the persisting set-aside (11.25 MB on the H200), so before that a plain mode timed after a marked
-// one on the same input could find part of it in the L2 (the session 59 figures above were timed so).
+// plainly. Session 59 had kept 16-bit softmax rows on the warp kernel plain at any size (bfloat16
+// 65536 x 1024, 268 MB, 67.6 -> 68.7, 442368 x 128 58.2 -> 58.5), timed before the timer reset the
+// L2's persisting lines between timings (bench.py's Timer, since session 104): marked lines outlive
+// any flush in the persisting set-aside (11.25 MB on the H200), so a plain mode timed after a marked
+// one on the same input found part of it in the L2. Timed with the reset they gain like the rest:
+// H200 (rows_ab.py, h200_study/session104.txt, call 10), bfloat16, plain -> marked, us
+// (torch.compile): 442368 x 128 59.49 -> 58.53 (60.61), 262144 x 256 68.80 -> 67.62, 131072 x 512
+// 68.86 -> 67.84, 524288 x 192 100.54 -> 97.70, 1048576 x 64 68.64 -> 68.22, peeled 262144 x 200
+// 58.50 -> 58.24; rows of 3-4 packs a lane then take raw words (launch_warp).
 // REDUCE_OPS_ROW_LOAD=plain|marked (a developer knob, for measurement) forces either, wherever the
-// kernel has 16-byte packs; `by_size` false keeps the default plain.
+// kernel has 16-byte packs.
 constexpr int64_t kMarkedTrafficL2s = 3;
-inline bool row_loads_marked(int64_t traffic_bytes, bool by_size = true) {
+inline bool row_loads_marked(int64_t traffic_bytes) {
   const char* knob = std::getenv("REDUCE_OPS_ROW_LOAD");
   if (knob != nullptr && std::strcmp(knob, "plain") == 0) return false;
   if (knob != nullptr && std::strcmp(knob, "marked") == 0) return true;
-  return by_size && traffic_bytes >= kMarkedTrafficL2s * props().l2CacheSize;
+  return traffic_bytes >= kMarkedTrafficL2s * props().l2CacheSize;
 }
 
 // run(std::true_type{}) where `marked` holds and kOk (the kernel has 16-byte packs to mark), else
@@ -455,9 +458,8 @@ template <typename In, typename Out, typename Acc, typename Policy, int kVec, bo
 void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy, cudaStream_t stream,
                  bool few_waves = kPeeled) {
   const int64_t packs = ceil_div(g.cols, kVec);
-  // Marked loads by size (row_loads_marked), but for 16-bit softmax rows held as floats (below).
+  // Marked loads by size (row_loads_marked).
   const bool marked = kVec * sizeof(In) == 16 && row_loads_marked(row_traffic<In, Out>(g));
-  const bool marked_by_knob = kVec * sizeof(In) == 16 && row_loads_marked(0, false);
   const bool held_float = env_equals("REDUCE_OPS_WARP_HELD", "float");
   // 16-bit rows of 8-byte packs (launch_row_norm's rows of 3-15 such packs) go 2 rows a lane group
   // at once, a block over its rows once (row_norm_rows_kernel), where row_norm_warp_kernel loops over
@@ -483,12 +485,10 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
     if constexpr (kHalfPackRows && kWidth <= 8) {
       if (rows_at_once) return run_rows(packs_tag, width_tag);
     }
-    // 16-bit rows of 3-4 packs over 16 or 32 lanes may hold their raw words (kRawHeld, below);
-    // 16-bit softmax rows held as floats load plainly at any size.
+    // 16-bit rows of 3-4 packs over 16 or 32 lanes may hold their raw words (kRawHeld, below).
     constexpr bool kRawShape =
         sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth >= 16 && (kPacks == 3 || kPacks == 4);
-    const bool float_softmax_16 = Policy::kNeedsSum && sizeof(In) == 2 && (!kRawShape || held_float);
-    with_marked_loads<kVec * sizeof(In) == 16>(float_softmax_16 ? marked_by_knob : marked, [&](auto last) {
+    with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
       constexpr bool kLast = decltype(last)::value;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
       auto launch = [&](auto kernel) {
@@ -540,8 +540,7 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
       // lanes of 8 packs a row of 65-128 packs, as words, trailed (65536 x 1024 70.66, x 768 54.18).
       // 8 lanes of 3 packs (rows of 17-24 packs) keep floats: peeled softmax lost 1-2.6% on words
       // (524288 x 155 96.94 -> 99.49), ReduceScale within 1% but for 131072 x 160 (27.20 -> 26.34).
-      // REDUCE_OPS_WARP_HELD=float (a developer knob, for measurement): floats there too, softmax's
-      // loads then plain but under REDUCE_OPS_ROW_LOAD.
+      // REDUCE_OPS_WARP_HELD=float (a developer knob, for measurement): floats there too.
       constexpr bool kRawHeld = kRawShape && (kPeeled || (Policy::kNeedsSum ? kLast : !kLast));
       if constexpr (kRawHeld) {  // never kCapped (4-8 lanes)
         if (!held_float) {
