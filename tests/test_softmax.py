@@ -787,7 +787,6 @@ def test_softmax_warp_rows_held_as_raw_words(monkeypatch, dtype, cols, raw, _, r
 @pytest.mark.parametrize("over", [True, False], ids=["3-L2s", "under"])
 def test_softmax_16_bit_warp_rows_marked_by_size(monkeypatch, cols, raw, over):
     clear_row_knobs(monkeypatch)
-    monkeypatch.delenv("REDUCE_OPS_WARP_HELD", raising=False)
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     rows = 3 * l2 // (cols * 4) + (1 if over else -1)
     x = make_input((rows, cols), torch.bfloat16, "cuda")
@@ -795,6 +794,7 @@ def test_softmax_16_bit_warp_rows_marked_by_size(monkeypatch, cols, raw, over):
         launches = launches_of(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1)), "row_norm_warp_kernel")
         assert [(a[-2], a[-1]) for a in launches] == [("true" if over else "false", "true" if raw and over else "false")]
     check_softmax(x, -1)
+
 
 # cluster_row's 16-bit softmax rows held as raw words (exp taken again at the write) or as exps
 # (softmax_launch.h's cluster_row_choice; REDUCE_OPS_CLUSTER_ROW_HELD forces one): each on special
