@@ -489,10 +489,10 @@ class Timer:
 
     def __init__(self, device: str, warmup_ms: float, rep_ms: float):
         self.device, self.warmup_ms, self.rep_ms = device, warmup_ms, rep_ms
+        self._reset_l2 = None
         if device == "cuda":
             self.flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
             self._reset_l2 = _persisting_l2_reset()
-            self.l2_reset = self._reset_l2 is not None
             self.kind = ("CUDA events around single calls, median (do_bench's method): "
                          + ("the L2's persisting lines reset to normal before each provider, "
                             if self.l2_reset else "")
@@ -504,7 +504,11 @@ class Timer:
         else:
             self.kind = "time.perf_counter"
             self.l2_bytes = 0
-            self.l2_reset = False
+
+    @property
+    def l2_reset(self) -> bool:
+        """Whether time() resets the L2's persisting lines first (CUDA, where the driver has the call)."""
+        return self._reset_l2 is not None
 
     def time(self, fn: Callable, writes: bool = True) -> float:
         if self.device != "cuda":

@@ -74,7 +74,11 @@ def main(argv=None):
                 shape = tuple(int(v) for v in text.split("x"))
                 case = bench.Case(op, shape, args.dim if len(shape) > 1 else 0, dtype)
                 inputs = bench.make_inputs(case, "cuda", seed=0)
-                turns = [inputs] + [tuple(t.clone() for t in inputs) for _ in range(args.inputs - 1)]
+
+                def copies(n):  # the inputs and n - 1 copies of them
+                    return [inputs] + [tuple(t.clone() for t in inputs) for _ in range(n - 1)]
+
+                turns = copies(args.inputs)
                 ours = providers["reduce_ops"].fn(case)
 
                 plan = []  # with --graph: (calls, input sets), one plan for every mode and peer
@@ -89,8 +93,8 @@ def main(argv=None):
 
                         return timer.time(call, case.writes)
                     if not plan:
-                        calls, copies = bench.graph_plan(case, timer.time(lambda: fn(*inputs), case.writes), timer)
-                        plan.extend([calls, [inputs] + [tuple(t.clone() for t in inputs) for _ in range(copies - 1)]])
+                        calls, n_copies = bench.graph_plan(case, timer.time(lambda: fn(*inputs), case.writes), timer)
+                        plan.extend([calls, copies(n_copies)])
                     return timer.time_graph([lambda s=s: fn(*s) for s in plan[1]], plan[0], case.writes)
 
                 times = {name: [] for name, _ in modes}

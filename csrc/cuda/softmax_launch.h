@@ -460,7 +460,6 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
   const int64_t packs = ceil_div(g.cols, kVec);
   // Marked loads by size (row_loads_marked).
   const bool marked = kVec * sizeof(In) == 16 && row_loads_marked(row_traffic<In, Out>(g));
-  const bool held_float = env_equals("REDUCE_OPS_WARP_HELD", "float");
   // 16-bit rows of 8-byte packs (launch_row_norm's rows of 3-15 such packs) go 2 rows a lane group
   // at once, a block over its rows once (row_norm_rows_kernel), where row_norm_warp_kernel loops over
   // them one at a time. H200 (scripts/rows_ab.py, h200_study/session65_rows.txt, call 3), bfloat16,
@@ -485,9 +484,6 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
     if constexpr (kHalfPackRows && kWidth <= 8) {
       if (rows_at_once) return run_rows(packs_tag, width_tag);
     }
-    // 16-bit rows of 3-4 packs over 16 or 32 lanes may hold their raw words (kRawHeld, below).
-    constexpr bool kRawShape =
-        sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth >= 16 && (kPacks == 3 || kPacks == 4);
     with_marked_loads<kVec * sizeof(In) == 16>(marked, [&](auto last) {
       constexpr bool kLast = decltype(last)::value;
       const int64_t groups = ceil_div(g.rows, kBlock / kWidth);
@@ -541,9 +537,10 @@ void launch_warp(const In* x, Out* y, const RowGeometry& g, const Policy& policy
       // 8 lanes of 3 packs (rows of 17-24 packs) keep floats: peeled softmax lost 1-2.6% on words
       // (524288 x 155 96.94 -> 99.49), ReduceScale within 1% but for 131072 x 160 (27.20 -> 26.34).
       // REDUCE_OPS_WARP_HELD=float (a developer knob, for measurement): floats there too.
-      constexpr bool kRawHeld = kRawShape && (kPeeled || (Policy::kNeedsSum ? kLast : !kLast));
+      constexpr bool kRawHeld = sizeof(In) == 2 && kVec * sizeof(In) == 16 && kWidth >= 16 &&
+                                (kPacks == 3 || kPacks == 4) && (kPeeled || (Policy::kNeedsSum ? kLast : !kLast));
       if constexpr (kRawHeld) {  // never kCapped (4-8 lanes)
-        if (!held_float) {
+        if (!env_equals("REDUCE_OPS_WARP_HELD", "float")) {
           return launch(row_norm_warp_kernel<In, Out, Acc, Policy, kVec, kPacks, kWidth, kPeeled, kLast, true>);
         }
       }
