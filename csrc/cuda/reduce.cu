@@ -668,6 +668,14 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // waves of 660). Where the fill does not gain, 16 lanes lost or tied: float32 4096 x 65536 (one
 // wave) 237.3 -> 248.8, the row groups of 2048 x 50257 (1571 tiles) 102.2 -> 107.2; bfloat16
 // 4096 x 128256 232.5 -> 240.3. (float32 2048 x 262144, the same fill either way: 475.5 -> 468.2.)
+// Tiles that 32 lanes would split in 2 take 16 lanes unsplit where those alone fill more than
+// half the blocks the split plans for: no partials, no fold, and every block reads its columns'
+// whole reduced dim. H200, us, 32 lanes split in 2 -> 16 lanes (torch.compile), same process
+// (h200_study/session105.txt, call 6): float32 sums over dim 0 2048 x 32768 66.72 -> 64.83
+// (64.38), 4096 x 32768 125.22 -> 123.58 (126.08), 8192 x 32768 243.70 -> 242.24, 4096 x 24576
+// (384 tiles) 96.90 -> 95.42 (94.43); bfloat16 2048 x 65536 66.59 -> 64.99 (71.49), 4096 x 49152
+// 96.86 -> 95.68; amaxes and float16 alike (float32 4096 x 32768 125.31 -> 123.52). Where 16
+// lanes still split (bfloat16 4096 x 32768: in 4 -> in 2) they lost (66.59 -> 67.17): left alone.
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
 ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
@@ -681,6 +689,16 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
   } else if (force_split && a.reduced >= 2) {
     splits = 2;  // smallest split, so that small test shapes take this path
   }
+  constexpr int kNarrowLanes = 16;
+  if (splits == 2 && !force_split && forced_lanes == 0 && l.bx > kNarrowLanes) {
+    const ColsLaunch narrow = cols_launch(a, vec, kNarrowLanes);
+    const int64_t narrow_tiles = ceil_div(thread_cols, narrow.bx);
+    if (narrow.bx * narrow.by == l.bx * l.by && a.outer * narrow_tiles * 2 > resident) {
+      l = narrow;
+      a.tiles = narrow_tiles;
+      splits = 1;
+    }
+  }
   if (splits > 1) {
     ColsArgs split = a;
     // Segments of whole rounds for each row of threads (kColsChunkRows).
@@ -691,7 +709,6 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
     set_fold_groups(split, split_l.by);
     if (cols_fold(split).counters <= kMaxCounters) return {split, split_l};
   }
-  constexpr int kNarrowLanes = 16;
   if (forced_lanes == 0 && l.bx > kNarrowLanes && a.outer * a.tiles > wave) {
     const ColsLaunch narrow = cols_launch(a, vec, kNarrowLanes);
     const int64_t narrow_tiles = ceil_div(thread_cols, narrow.bx);
