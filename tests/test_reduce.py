@@ -1567,27 +1567,29 @@ def test_streamed_columns_past_one_wave(monkeypatch, dtype, shape):
     check_sum(x, 0)
 
 
-# Column tiles that 32 lanes would split in 2 take 16 lanes unsplit (reduce.cu's stream_plan):
-# 2 x SMs tiles of 32 lanes against the streaming plan's 4 blocks an SM, 512 rows (the least that
-# gives the 16-lane block its 16 rows of threads). On sm_90 (where the wave plan, 8 lanes of 32
-# rows, needs more blocks than the SMs hold) the launch is checked: 16 x 16 threads, 4 x SMs
-# blocks, no fold; REDUCE_OPS_COLS_LANES=32 keeps the split (32 x 8 threads, folded in the launch).
+# Column tiles that 32 lanes would split in 2 or 4 take 16 or 8 lanes unsplit (reduce.cu's
+# stream_plan): 2 x SMs or SMs tiles of 32 lanes against the streaming plan's 4 blocks an SM, 512 or
+# 1024 rows (the least that give the narrow block its 16 or 32 rows of threads). On sm_90 (where
+# the wave plan, 8 lanes of 32 rows, needs more blocks than the SMs hold) the launch is checked: the
+# narrow lanes x the rest of 256 threads, 4 x SMs blocks, no fold; REDUCE_OPS_COLS_LANES=32 keeps
+# the split (32 x 8 threads, folded in the launch).
 @requires_cuda
+@pytest.mark.parametrize("splits,lanes,rows", [(2, 16, 512), (4, 8, 1024)], ids=["in2", "in4"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
-def test_streamed_columns_split_in_two_take_16_lanes(monkeypatch, dtype):
-    monkeypatch.delenv("REDUCE_OPS_COLS_LANES", raising=False)
-    monkeypatch.delenv("REDUCE_OPS_COLS_BLOCKS_PER_SM", raising=False)
-    monkeypatch.delenv("REDUCE_OPS_STRATEGY", raising=False)
+def test_streamed_columns_split_in_few_take_fewer_lanes(monkeypatch, splits, lanes, rows, dtype):
+    for name in ("REDUCE_OPS_COLS_LANES", "REDUCE_OPS_COLS_BLOCKS_PER_SM", "REDUCE_OPS_STRATEGY"):
+        monkeypatch.delenv(name, raising=False)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     vec = 16 // torch.tensor([], dtype=dtype).element_size()
-    x = make_input((512, 64 * sms * vec), dtype, "cuda")
+    x = make_input((rows, 4 * sms // splits * 32 * vec), dtype, "cuda")
     check_sum(x, 0)
     check_amax(x, 0)
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
     if torch.cuda.get_device_capability() == (9, 0):
         events = [e["name"] for e in cuda_kernel_events(lambda: reduce_ops.sum(x, 0))]
         assert len(events) == 1, events
-        assert cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel") == [((4 * sms, 1, 1), (16, 16, 1))]
+        launches = cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel")
+        assert launches == [((4 * sms, 1, 1), (lanes, 256 // lanes, 1))]
     monkeypatch.setenv("REDUCE_OPS_COLS_LANES", "32")
     check_sum(x, 0)
     check_amax(x, 0)

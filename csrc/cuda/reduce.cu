@@ -668,14 +668,19 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // waves of 660). Where the fill does not gain, 16 lanes lost or tied: float32 4096 x 65536 (one
 // wave) 237.3 -> 248.8, the row groups of 2048 x 50257 (1571 tiles) 102.2 -> 107.2; bfloat16
 // 4096 x 128256 232.5 -> 240.3. (float32 2048 x 262144, the same fill either way: 475.5 -> 468.2.)
-// Tiles that 32 lanes would split in 2 take 16 lanes unsplit where those alone fill more than
-// half the blocks the split plans for: no partials, no fold, and every block reads its columns'
-// whole reduced dim. H200, us, 32 lanes split in 2 -> 16 lanes (torch.compile), same process
-// (h200_study/session105.txt, call 6): float32 sums over dim 0 2048 x 32768 66.72 -> 64.83
-// (64.38), 4096 x 32768 125.22 -> 123.58 (126.08), 8192 x 32768 243.70 -> 242.24, 4096 x 24576
-// (384 tiles) 96.90 -> 95.42 (94.43); bfloat16 2048 x 65536 66.59 -> 64.99 (71.49), 4096 x 49152
-// 96.86 -> 95.68; amaxes and float16 alike (float32 4096 x 32768 125.31 -> 123.52). Where 16
-// lanes still split (bfloat16 4096 x 32768: in 4 -> in 2) they lost (66.59 -> 67.17): left alone.
+// Tiles that 32 lanes would split in 2 or 4 take 16 or 8 lanes unsplit (the same block, its rows
+// of threads taking the rest), where those alone fill more than half the blocks the split plans
+// for: no partials, no fold, and every block reads its columns' whole reduced dim. H200, us, 32
+// lanes split -> narrower lanes unsplit (torch.compile), same process (h200_study/session105.txt):
+// in 2 -> 16 lanes (call 6): float32 sums over dim 0 2048 x 32768 66.72 -> 64.83 (64.38), 4096 x
+// 32768 125.22 -> 123.58 (126.08), 8192 x 32768 243.70 -> 242.24, 4096 x 24576 (384 tiles) 96.90
+// -> 95.42 (94.43); bfloat16 2048 x 65536 66.59 -> 64.99 (71.49), 4096 x 49152 96.86 -> 95.68; in 4
+// -> 8 lanes (call 10): bfloat16 4096 x 32768 66.37 -> 65.41 (70.27), 2048 x 32768 36.90 -> 35.71;
+// float32 2048 x 16384 36.99 -> 35.62 (36.32), 4096 x 16384 66.72 -> 65.36 (64.77), 8192 x 16384
+// 124.86 -> 124.22; amaxes and float16 alike. Halving the lanes where they still split lost or
+// tied (in 4 -> 16 lanes in 2: bfloat16 4096 x 32768 66.37 -> 66.85), and in 3 -> 16 lanes
+// (filling 1/2 to 2/3 of the blocks) was mixed: 2048 rows 2-2.5% faster, 8192 up to 0.9% slower
+// (call 8). Those keep the split.
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
 ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
@@ -690,8 +695,8 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
     splits = 2;  // smallest split, so that small test shapes take this path
   }
   constexpr int kNarrowLanes = 16;
-  if (splits == 2 && !force_split && forced_lanes == 0 && l.bx > kNarrowLanes) {
-    const ColsLaunch narrow = cols_launch(a, vec, kNarrowLanes);
+  if ((splits == 2 || splits == 4) && !force_split && forced_lanes == 0 && l.bx == kWarpSize) {
+    const ColsLaunch narrow = cols_launch(a, vec, l.bx / splits);
     const int64_t narrow_tiles = ceil_div(thread_cols, narrow.bx);
     if (narrow.bx * narrow.by == l.bx * l.by && a.outer * narrow_tiles * 2 > resident) {
       l = narrow;
