@@ -694,15 +694,19 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
   } else if (force_split && a.reduced >= 2) {
     splits = 2;  // smallest split, so that small test shapes take this path
   }
-  constexpr int kNarrowLanes = 16;
-  if ((splits == 2 || splits == 4) && !force_split && forced_lanes == 0 && l.bx == kWarpSize) {
-    const ColsLaunch narrow = cols_launch(a, vec, l.bx / splits);
+  // Tiles of `narrow_lanes` across, the same block size: taken (l, a.tiles), and true, where
+  // takes(their tile count) holds.
+  const auto narrow_to = [&](int64_t narrow_lanes, const auto& takes) {
+    const ColsLaunch narrow = cols_launch(a, vec, narrow_lanes);
     const int64_t narrow_tiles = ceil_div(thread_cols, narrow.bx);
-    if (narrow.bx * narrow.by == l.bx * l.by && a.outer * narrow_tiles * 2 > resident) {
-      l = narrow;
-      a.tiles = narrow_tiles;
-      splits = 1;
-    }
+    if (narrow.bx * narrow.by != l.bx * l.by || !takes(narrow_tiles)) return false;
+    l = narrow;
+    a.tiles = narrow_tiles;
+    return true;
+  };
+  if ((splits == 2 || splits == 4) && !force_split && forced_lanes == 0 && l.bx == kWarpSize &&
+      narrow_to(l.bx / splits, [&](int64_t tiles) { return a.outer * tiles * 2 > resident; })) {
+    splits = 1;
   }
   if (splits > 1) {
     ColsArgs split = a;
@@ -714,14 +718,11 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
     set_fold_groups(split, split_l.by);
     if (cols_fold(split).counters <= kMaxCounters) return {split, split_l};
   }
+  constexpr int kNarrowLanes = 16;
   if (forced_lanes == 0 && l.bx > kNarrowLanes && a.outer * a.tiles > wave) {
-    const ColsLaunch narrow = cols_launch(a, vec, kNarrowLanes);
-    const int64_t narrow_tiles = ceil_div(thread_cols, narrow.bx);
-    if (narrow.bx * narrow.by == l.bx * l.by &&
-        wave_fill(a.outer * narrow_tiles, wave) >= wave_fill(a.outer * a.tiles, wave) + 0.1) {
-      l = narrow;
-      a.tiles = narrow_tiles;
-    }
+    narrow_to(kNarrowLanes, [&](int64_t tiles) {
+      return wave_fill(a.outer * tiles, wave) >= wave_fill(a.outer * a.tiles, wave) + 0.1;
+    });
   }
   return {a, l};
 }
