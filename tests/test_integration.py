@@ -322,6 +322,37 @@ def test_cuda_graphs_of_split_reductions_replay_concurrently():
         assert_exactly_equal(got, want)
 
 
+@requires_cuda
+def test_cuda_graphs_of_split_reductions_past_the_slot_pool():
+    # Captured split reductions publish their partials in flagged slots taken from a module pool,
+    # one piece a capture and stream, shared by the capture's reductions on that stream (a whole
+    # float32 sum of 2^22 elements takes 1024 slots, the bfloat16 amax of (3, 70001) 27 of the
+    # same piece). Past the pool (65536 slots), captures take zeroed buffers of their own (a fill
+    # node). 80 graphs of both, replayed on new inputs after all are captured: eager's bits.
+    x = make_input((1 << 22,), torch.float32, "cuda")
+    y = make_input((3, 70001), torch.bfloat16, "cuda")
+
+    def both():
+        return reduce_ops.sum(x), reduce_ops.amax(y, -1)
+
+    both()  # eager first: the pools' addresses are asked outside the captures
+    graphs = []
+    for _ in range(80):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = both()
+        graphs.append((graph, outs))
+    x.copy_(make_input(x.shape, x.dtype, "cuda"))
+    y.copy_(make_input(y.shape, y.dtype, "cuda"))
+    for graph, _ in graphs:
+        graph.replay()
+    torch.cuda.synchronize()
+    expected = both()
+    for _, outs in graphs:
+        for got, want in zip(outs, expected):
+            assert_exactly_equal(got, want)
+
+
 # Column reductions whose segments' partials a second launch folds, a programmatic dependent of
 # the first (reduce.cu's launch_fold_partial_words), and the knobs that take them there (read at
 # capture): packed unaligned columns (REDUCE_OPS_COLS_PACKED=on): (8192, 77) and (4096, 197)

@@ -241,6 +241,16 @@ inline void set_fold_groups(ColsArgs& a, int by) {
 // where the module's pool runs out.
 unsigned* zeroed_counters(int64_t n, const at::Tensor& like, cudaStream_t stream, at::Tensor& graph_owned);
 
+// Slots the per-stream buffer of published partials (primitives.cuh's Slot) serves: a split row
+// launch needs rows x splits partials of one or two slots, rows x splits about the blocks of one
+// wave (split_rows), far fewer.
+constexpr int64_t kMaxSlots = 16384;
+
+// Slots for the split row kernels' published partials (reduce.cu): n of them, zero when a kernel
+// starts (each fold resets those it reads). `owned` keeps a buffer of the launch's own alive where
+// the per-stream one is too small or a captured graph's pool runs out.
+Slot* zeroed_slots(int64_t n, const at::Tensor& like, cudaStream_t stream, at::Tensor& owned);
+
 // Room for the n partials (values of T, uninitialized) of a split launch (reduce.cu's and
 // softmax_launch.h's), on the device of `options`: bytes from the caching allocator that `holder`
 // owns. It must live until the launch is enqueued; freed after, the bytes go back to the pool of

@@ -189,6 +189,53 @@ __device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
   return old;
 }
 
+// ---- Published partials: a split row's last block finds them by a flag, not by a fence ----------
+//
+// A split row's blocks each publish a partial and arrive at the row's counter; the block whose
+// arrival completes the count folds them. With arrive_acq_rel the partial is a plain store that the
+// atomic's release orders before the count: the arriving thread waits for the store's round trip
+// to the L2 (MEMBAR.ALL.GPU) before its atomic can go, a round trip the last block pays once more
+// after its data. Published, each 32-bit word of the partial travels in a 64-bit slot with a flag
+// in its high half (one single-copy-atomic store), the arrival is a relaxed atomic issued right
+// behind it, and the last block reads the slots until every flag is up: a slot whose store is
+// still on its way is read again. Slots are zero when the kernel starts (zeroed_slots, reduce.cu)
+// and the last block puts each back to zero once read, so that a flag up is always this launch's.
+using Slot = unsigned long long;
+
+// Slots a partial of type Acc takes: one for each of its 32-bit words.
+template <typename Acc>
+constexpr int kSlotWords = static_cast<int>(sizeof(Acc) / 4);
+
+constexpr Slot kSlotFlag = Slot{1} << 32;
+
+__device__ __forceinline__ void store_slot(Slot* p, Slot v) {
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ __forceinline__ Slot load_slot(const Slot* p) {
+  Slot v;
+  asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Publishes v in slots[0, kSlotWords<Acc>).
+template <typename Acc>
+__device__ __forceinline__ void publish_partial(Slot* slots, const Acc& v) {
+  static_assert(sizeof(Acc) % 4 == 0, "partials are whole 32-bit words");
+  unsigned words[kSlotWords<Acc>];
+  memcpy(words, &v, sizeof(Acc));
+#pragma unroll
+  for (int i = 0; i < kSlotWords<Acc>; ++i) store_slot(slots + i, kSlotFlag | words[i]);
+}
+
+// One arrival at a device-wide counter, ordering nothing: returns its count before this one. For
+// published partials, which need no order (their flags say when they are there).
+__device__ __forceinline__ unsigned arrive_relaxed(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.add.relaxed.gpu.global.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+  return old;
+}
+
 // All-reduce over aligned groups of kWidth consecutive lanes (kWidth a power of two <= 32).
 // Every lane of the warp must call it; each lane gets its group's result.
 template <int kWidth, typename Acc, typename Op>

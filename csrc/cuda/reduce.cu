@@ -80,46 +80,82 @@ int64_t min_split_chunk(int64_t bytes) {
 }
 }  // namespace
 
-// Counters captured CUDA graphs use: module memory, zero when the module loads, so that the graph
-// needs no fill node (H200, 2^20-element sum in a graph: 6.9 -> 5.7 us); handed out once and
-// never reused, since each launch leaves its counters zero for the next replay. Past the pool, a
-// capture gets its own zeroed buffer (a fill node).
+// Counters and slots captured CUDA graphs use: module memory, zero when the module loads, so that
+// the graph needs no fill node (H200, 2^20-element sum in a graph: 6.9 -> 5.7 us); handed out to
+// one capture and never reused by another, since each launch leaves its counters and slots zero for
+// the next replay. Past a pool, a capture gets its own zeroed buffer (a fill node).
 constexpr int64_t kGraphCounterPool = 1 << 16;
 __device__ unsigned graph_counter_pool[kGraphCounterPool];
+constexpr int64_t kGraphSlotPool = 1 << 16;  // 512 KB: 64 captures of a whole float32 sum of 2^24 (1024 slots)
+__device__ Slot graph_slot_pool[kGraphSlotPool];
 
-// Counters for the split kernels' last-block combine, zero whenever a kernel starts. Outside
-// graph capture one buffer per (device, stream) serves every launch for the life of the
-// process: launches on one stream run in order and each combine resets its counter before it
-// ends. Under capture the graph gets counters of its own (graph_counter_pool): a buffer shared
-// with eager launches could be in use by one on another stream while the graph replays.
-unsigned* zeroed_counters(int64_t n, const at::Tensor& like, cudaStream_t stream, at::Tensor& graph_owned) {
-  TORCH_INTERNAL_ASSERT(n <= kMaxCounters);
-  const auto opts = like.options().dtype(at::kInt);
+namespace {
+// n words of type Word (counters or slots) for the split kernels' last-block folds, zero whenever
+// a kernel starts. Outside graph capture one buffer of `per_stream` words per (device, stream)
+// serves every launch for the life of the process: launches on one stream run in order and each
+// fold resets its words before it ends (a launch that needs more takes a zeroed buffer of its own,
+// which `owned` keeps). Under capture the graph gets words of its own from the module's `pool` of
+// `pool_size` (the symbol's address): a buffer shared with eager launches could be in use by one
+// on another stream while the graph replays. The launches one capture records on one stream run in
+// order too, so they share a piece of the pool (taken anew where one needs more): a graph of many
+// split reductions takes what the largest needs, not their sum.
+template <typename Word>
+Word* zeroed_words(int64_t n, int64_t per_stream, const void* pool_symbol, int64_t pool_size, const at::Tensor& like,
+                   cudaStream_t stream, at::Tensor& owned) {
+  static_assert(sizeof(Word) == 4 || sizeof(Word) == 8, "32- or 64-bit words");
+  const auto opts = like.options().dtype(sizeof(Word) == 4 ? at::kInt : at::kLong);
+  const auto own = [&] {
+    owned = at::zeros({n}, opts);
+    return static_cast<Word*>(owned.mutable_data_ptr());
+  };
   static std::mutex mutex;
   // Per device: the pool's address there and how much of it is handed out. The address is asked
   // on the device's first call, eager ones included, so that captures (which usually follow an
   // eager warm-up) need no runtime query.
-  static auto* pools = new std::map<int, std::pair<unsigned*, int64_t>>();  // never freed
+  static auto* pools = new std::map<int, std::pair<Word*, int64_t>>();  // never freed
+  // Per (device, stream): the capture that last took a piece of the pool there, and the piece.
+  struct Piece {
+    unsigned long long capture;
+    Word* words;
+    int64_t n;
+  };
+  static auto* pieces = new std::map<std::pair<int, cudaStream_t>, Piece>();  // never freed
   const std::lock_guard<std::mutex> lock(mutex);
   auto& [pool, used] = (*pools)[like.get_device()];
   if (pool == nullptr) {
     void* address = nullptr;
-    C10_CUDA_CHECK(cudaGetSymbolAddress(&address, graph_counter_pool));
-    pool = static_cast<unsigned*>(address);
+    C10_CUDA_CHECK(cudaGetSymbolAddress(&address, pool_symbol));
+    pool = static_cast<Word*>(address);
   }
   if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
-    if (used + n <= kGraphCounterPool) {
-      used += n;
-      return pool + (used - n);
-    }
-    graph_owned = at::zeros({n}, opts);
-    return reinterpret_cast<unsigned*>(graph_owned.mutable_data_ptr<int>());
+    cudaStreamCaptureStatus status;
+    unsigned long long capture = 0;
+    C10_CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, &capture));
+    Piece& piece = (*pieces)[{like.get_device(), stream}];
+    if (piece.words != nullptr && piece.capture == capture && n <= piece.n) return piece.words;
+    if (used + n > pool_size) return own();
+    used += n;
+    piece = {capture, pool + (used - n), n};
+    return piece.words;
   }
+  if (n > per_stream) return own();
   // Never destroyed: freeing device memory at process exit can outlive the allocator.
   static auto* buffers = new std::map<std::pair<int, cudaStream_t>, at::Tensor>();
   at::Tensor& buffer = (*buffers)[{like.get_device(), stream}];
-  if (!buffer.defined()) buffer = at::zeros({kMaxCounters}, opts);  // on `stream`: ordered before use
-  return reinterpret_cast<unsigned*>(buffer.mutable_data_ptr<int>());
+  if (!buffer.defined()) buffer = at::zeros({per_stream}, opts);  // on `stream`: ordered before use
+  return static_cast<Word*>(buffer.mutable_data_ptr());
+}
+}  // namespace
+
+unsigned* zeroed_counters(int64_t n, const at::Tensor& like, cudaStream_t stream, at::Tensor& graph_owned) {
+  TORCH_INTERNAL_ASSERT(n <= kMaxCounters);
+  return zeroed_words<unsigned>(n, kMaxCounters, reinterpret_cast<const void*>(&graph_counter_pool), kGraphCounterPool,
+                                like, stream, graph_owned);
+}
+
+Slot* zeroed_slots(int64_t n, const at::Tensor& like, cudaStream_t stream, at::Tensor& owned) {
+  return zeroed_words<Slot>(n, kMaxSlots, reinterpret_cast<const void*>(&graph_slot_pool), kGraphSlotPool, like,
+                            stream, owned);
 }
 
 namespace {
@@ -487,20 +523,20 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
                          a.cols % kVec == 0 && a.outer_stride % kVec == 0 && a.chunk / kVec <= 8 * kRowsBlockThreads;
   const bool wide = one_round && a.rows * ceil_div(packs, 8 * kRowsBlockThreads) >= 128;
   if (one_round) a.splits = ceil_div(packs, (wide ? 8 : 4) * kRowsBlockThreads);
-  at::Tensor partial, graph_owned;
-  Acc* partials = partials_scratch<Acc>(a.rows * a.splits, xt.options(), partial);
+  at::Tensor slots_owned, graph_owned;
+  Slot* slots = zeroed_slots(a.rows * a.splits * kSlotWords<Acc>, xt, stream, slots_owned);
   unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   if (one_round) {
     const auto kernel = wide ? reduce_split_few_kernel<In, Out, R, 8> : reduce_split_few_kernel<In, Out, R, 4>;
     kernel<<<a.rows * a.splits, kRowsBlockThreads, 0, stream>>>(x, out, a.outer_stride, packs,
-                                                              static_cast<int>(a.splits), partials, counters, r);
+                                                              static_cast<int>(a.splits), slots, counters, r);
   } else {
     a.aligned = segments_aligned(x, a);
     // 4 packs in flight a thread, 8 blocks an SM: 8 packs and 4 blocks (the runs kernel's choice)
     // measured even here, its sums as fast as its amaxes already (H200, events, us: 2^28 float32
     // sum 237.50 -> 236.94, 2^30 930.08 -> 927.90, bfloat16 2^24 14.40 -> 15.01; session90.txt, 6).
     reduce_rows_split_kernel<In, Out, R, 4><<<grid_for(a.rows * a.splits), kRowsBlockThreads, 0, stream>>>(
-        x, out, a, partials, counters, r);
+        x, out, a, slots, counters, r);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -1474,11 +1510,11 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     a.chunk = plan.chunk;
   }
   const int64_t items = a.rows * a.splits;  // the kernel's blocks' work: a segment each
-  at::Tensor partial, graph_owned;
-  Acc* partials = nullptr;
+  at::Tensor slots_owned, graph_owned;
+  Slot* slots = nullptr;
   unsigned* counters = nullptr;
   if (a.splits > 1) {
-    partials = partials_scratch<Acc>(items, xt.options(), partial);
+    slots = zeroed_slots(items * kSlotWords<Acc>, xt, stream, slots_owned);
     counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   }
   auto kernel = reduce_two_groups_runs_kernel<In, Out, R, 1, kScalars, 8, 1>;
@@ -1573,7 +1609,7 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
     }
   }
   if (small && once_loads == 0) return false;
-  kernel<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, partials, counters, r);
+  kernel<<<grid_for(items), threads, 0, stream>>>(x, out_t.mutable_data_ptr<Out>(), a, slots, counters, r);
   return true;
 }
 

@@ -14,9 +14,10 @@
 //                             rows and medium rows (up to 32 x 32 packs).
 //   reduce_rows_block_kernel  one block per row: long rows, many of them.
 //   reduce_rows_split_kernel  several blocks per row, for few long rows and whole-tensor
-//                             reductions: each block writes its segment's partial, and the last
-//                             block of a row to finish folds the row's partials in a fixed order
-//                             and resets the row's counter. One launch, no memset.
+//                             reductions: each block publishes its segment's partial (flagged
+//                             slots, no fence), and the last block of a row to arrive folds the
+//                             row's partials in a fixed order and resets the row's counter and
+//                             slots. One launch, no memset.
 //   reduce_split_few_kernel   the same for aligned segments of one round of loads (whole tensors
 //                             up to 16 MB): one barrier a block, warp 0 arrives and folds.
 //   reduce_two_groups_kernel  small reductions whose reduced dims make two groups no view joins
@@ -848,51 +849,91 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) reduce_two_groups_kernel(c
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<Out>(r.finish(folded));
 }
 
-// Thread tid's fold of partials[tid], partials[tid + nthreads], ... < n, in that order, with 4
-// loads in flight: the last block of a split row folds up to ~512 partials (1056 when this was
-// measured), 2-5 L2 round trips one after another a thread without (H200: 2^24-element sums 2%
-// faster).
-template <typename R>
-__device__ __forceinline__ typename R::Acc fold_partials(const typename R::Acc* partials, int64_t n, int tid, int nthreads,
-                                                         const R& r) {
-  constexpr int kInFlight = 4;
-  typename R::Acc acc = R::identity();
-  int64_t j = tid;
-  for (; j + (kInFlight - 1) * nthreads < n; j += kInFlight * nthreads) {
-    typename R::Acc v[kInFlight];
+// Folds into acc the published partials j, j + nthreads, ..., j + (kInFlight - 1) * nthreads of
+// slots, in that order, each slot put back to zero once read. A slot whose flag is not up yet (its
+// store still on its way; its block has arrived, so it comes) is read again.
+template <int kInFlight, typename R>
+__device__ __forceinline__ void fold_published_run(Slot* slots, int64_t j, int nthreads, typename R::Acc& acc,
+                                                   const R& r) {
+  using Acc = typename R::Acc;
+  constexpr int kWords = kSlotWords<Acc>;
+  Slot s[kInFlight][kWords];
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) v[u] = load_cg(partials + j + u * nthreads);
+  for (int u = 0; u < kInFlight; ++u) {
 #pragma unroll
-    for (int u = 0; u < kInFlight; ++u) acc = r(acc, v[u]);
+    for (int i = 0; i < kWords; ++i) s[u][i] = load_slot(slots + (j + u * nthreads) * kWords + i);
   }
-  for (; j < n; j += nthreads) acc = r(acc, load_cg(partials + j));
+#pragma unroll
+  for (int u = 0; u < kInFlight; ++u) {
+    unsigned words[kWords];
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      Slot* slot = slots + (j + u * nthreads) * kWords + i;
+      while (!(s[u][i] & kSlotFlag)) s[u][i] = load_slot(slot);
+      store_slot(slot, 0);
+      words[i] = static_cast<unsigned>(s[u][i]);
+    }
+    Acc v;
+    memcpy(&v, words, sizeof(Acc));
+    acc = r(acc, v);
+  }
+}
+
+// Folds into acc the published partials j, j + nthreads, ... < n of slots, in that order: runs of
+// kInFlight partials while they last, then of half as many, and so on down to one.
+template <int kInFlight, typename R>
+__device__ __forceinline__ void fold_published_from(Slot* slots, int64_t j, int64_t n, int nthreads,
+                                                    typename R::Acc& acc, const R& r) {
+  for (; j + (kInFlight - 1) * nthreads < n; j += kInFlight * nthreads) {
+    fold_published_run<kInFlight>(slots, j, nthreads, acc, r);
+  }
+  if constexpr (kInFlight > 1) fold_published_from<kInFlight / 2>(slots, j, n, nthreads, acc, r);
+}
+
+// Thread tid's fold of the partials published (publish_partial) in slots: partials tid, tid +
+// nthreads, ... < n, in that order, each slot put back to zero once read, up to kSlots slots in
+// flight (whole partials, at least one; a power of two): the last block of a split row folds up
+// to ~512 partials (1056 when this was measured), 2-5 L2 round trips one after another a thread
+// without (H200: 2^24-element sums 2% faster).
+template <int kSlots, typename R>
+__device__ __forceinline__ typename R::Acc fold_published(Slot* slots, int64_t n, int tid, int nthreads, const R& r) {
+  constexpr int kWords = kSlotWords<typename R::Acc>;
+  typename R::Acc acc = R::identity();
+  fold_published_from<(kSlots > kWords ? kSlots / kWords : 1)>(slots, tid, n, nthreads, acc, r);
   return acc;
 }
 
 // Few split rows, latency first: block b reduces segment seg = b % splits of row b / splits (the
 // row at x + row * row_stride, row_packs aligned packs), kSegPacks = 256 x kPacks packs, every
 // load in flight at once, one barrier; warp 0 then publishes the partial and arrives, and in the
-// row's last block folds the row's partials (in index order) and resets the row's counter. A
-// segment is one pairwise tree (depth log2 of its values, <= 14), so a compensated sum adds it
-// plain (TreeReducer) and compensates the partials' fold only: the error stays bounded whatever
-// the row's length, at about (14 + 2) ulps of sum |x| instead of ~8. H200, CUDA graph, float32
-// sums, us, compensated segments -> plain (h200_study/session82.txt, section 1): 2^14 whole
-// 3.05 -> 2.99, 2^20 4.23 -> 4.11, 2^22 7.58 -> 7.38, 4 x 65536 over dim -1 3.41 -> 3.35.
+// row's last block folds the row's partials (in index order) and resets the row's counter and
+// slots (fold_published). A segment is one pairwise tree (depth log2 of its values, <= 14), so a
+// compensated sum adds it plain (TreeReducer) and compensates the partials' fold only: the error
+// stays bounded whatever the row's length, at about (14 + 2) ulps of sum |x| instead of ~8. H200,
+// CUDA graph, float32 sums, us, compensated segments -> plain (h200_study/session82.txt, section
+// 1): 2^14 whole 3.05 -> 2.99, 2^20 4.23 -> 4.11, 2^22 7.58 -> 7.38, 4 x 65536 over dim -1 3.41 ->
+// 3.35.
 // Against reduce_rows_split_kernel (its grid-stride loop, segment_start, two barriers for the
 // block's fold, two more for the last block's), H100, CUDA graph: 2^20 float32 sum 4.53 ->
 // 3.77 us (torch.compile 4.86), 4 x 65536 over dim -1 3.86 -> 3.26 (3.68)
-// (h100_study/session43_small.txt). counters must be zero when the kernel starts; they are zero
-// again when it ends. The bound of 2 blocks an SM lets ptxas hold 8 packs a thread at once: left
-// to itself it kept the kernel at 32 registers and issued half the loads after the first folds.
+// (h100_study/session43_small.txt). counters and slots must be zero when the kernel starts; they
+// are zero again when it ends. The bound of 2 blocks an SM lets ptxas hold 8 packs a thread at
+// once: left to itself it kept the kernel at 32 registers and issued half the loads after the
+// first folds.
 template <typename In, typename Out, typename R, int kPacks>
 __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                             int64_t row_stride, int64_t row_packs,
-                                                                            int splits, typename R::Acc* __restrict__ partial,
+                                                                            int splits, Slot* __restrict__ slots,
                                                                             unsigned* __restrict__ counters, R r) {
   using Acc = typename R::Acc;
   using Tree = typename TreeReducer<R>::type;
   using P = Pack<In, kMaxVec<In>>;
   constexpr int kSegPacks = kRowsBlockThreads * kPacks;
+  // The last warp's slots in flight a lane: a 2^22-element float32 sum's 512 two-word partials
+  // (32 slots a lane) in two round trips, where 4 slots a lane took 8. H200, CUDA graph, us: 8.61
+  // with 4 slots, 7.62 with 16, 7.31 with session 105's fenced partials (4 in flight), the one
+  // case the fence won (h200_study/session106.txt, calls 4 and 5).
+  constexpr int kFoldSlots = 16;
   const int row = blockIdx.x / splits, seg = blockIdx.x - row * splits;
   const int64_t first = static_cast<int64_t>(seg) * kSegPacks;
   const int npacks = row_packs - first < kSegPacks ? static_cast<int>(row_packs - first) : kSegPacks;
@@ -904,13 +945,13 @@ __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(
   const int lane = threadIdx.x;
   unsigned last = 0;
   if (lane == 0) {
-    partial[blockIdx.x] = acc;
-    last = arrive_acq_rel(counters + row) == static_cast<unsigned>(splits - 1);
+    publish_partial(slots + static_cast<int64_t>(blockIdx.x) * kSlotWords<Acc>, acc);
+    last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
   }
   last = __shfl_sync(0xffffffffu, last, 0);
   if (!last) return;
-  __syncwarp();  // lane 0's acquire orders the other lanes' loads of the partials too
-  acc = warp_all_reduce<kWarpSize>(fold_partials(partial + static_cast<int64_t>(row) * splits, splits, lane, kWarpSize, r), r);
+  Slot* row_slots = slots + static_cast<int64_t>(row) * splits * kSlotWords<Acc>;
+  acc = warp_all_reduce<kWarpSize>(fold_published<kFoldSlots>(row_slots, splits, lane, kWarpSize, r), r);
   if (lane == 0) {
     out[row] = static_cast<Out>(r.finish(acc));
     counters[row] = 0u;
@@ -946,21 +987,23 @@ __global__ void __launch_bounds__(kThreads, 2048 / kThreads)
   }
 }
 
-// The end of split item w = row * splits + seg, its block's fold acc (every thread's): acc goes to
-// partial[w], and the block whose arrival completes the row's count folds the row's partials (in
-// index order, the same for every run) into out[row] and resets counters[row] to 0, so that the
-// counters are all zero again when the kernel ends. `last` is the block's shared flag.
+// The end of split item w = row * splits + seg, its block's fold acc (every thread's): acc is
+// published as partial w of `slots`, and the block whose arrival completes the row's count folds
+// the row's partials (in index order, the same for every run) into out[row] and resets
+// counters[row] and the row's slots to 0 (fold_published), so that counters and slots are all zero
+// again when the kernel ends. `last` is the block's shared flag.
 template <typename Out, typename R>
 __device__ __forceinline__ void arrive_and_fold_row(typename R::Acc acc, int64_t w, int64_t row, int64_t splits,
-                                                    typename R::Acc* partial, unsigned* counters, Out* out,
-                                                    bool& last, const R& r) {
+                                                    Slot* slots, unsigned* counters, Out* out, bool& last,
+                                                    const R& r) {
+  constexpr int kWords = kSlotWords<typename R::Acc>;
   if (threadIdx.x == 0) {
-    partial[w] = acc;
-    last = arrive_acq_rel(counters + row) == static_cast<unsigned>(splits - 1);
+    publish_partial(slots + w * kWords, acc);
+    last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
   }
   __syncthreads();
   if (last) {
-    acc = fold_partials(partial + row * splits, splits, threadIdx.x, blockDim.x, r);
+    acc = fold_published<4>(slots + row * splits * kWords, splits, threadIdx.x, blockDim.x, r);
     acc = block_all_reduce(acc, r);
     if (threadIdx.x == 0) {
       out[row] = static_cast<Out>(r.finish(acc));
@@ -970,17 +1013,16 @@ __device__ __forceinline__ void arrive_and_fold_row(typename R::Acc acc, int64_t
   __syncthreads();  // `last` is rewritten by the next item
 }
 
-// Split rows in one launch: item w = row * splits + seg reduces its segment into partial[w]
-// (arrive_and_fold_row). counters must be zero when the kernel starts.
+// Split rows in one launch: item w = row * splits + seg reduces its segment into partial w of
+// `slots` (arrive_and_fold_row). counters and slots must be zero when the kernel starts.
 template <typename In, typename Out, typename R, int kUnroll>
 __global__ void REDUCE_OPS_ROWS_BOUNDS reduce_rows_split_kernel(const In* __restrict__ x, Out* __restrict__ out, RowsArgs a,
-                                         typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters,
-                                         R r) {
+                                         Slot* __restrict__ slots, unsigned* __restrict__ counters, R r) {
   __shared__ bool last;
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
     const typename R::Acc acc = block_reduce_item<kUnroll>(x, a, w, r);
-    arrive_and_fold_row(acc, w, w / a.splits, a.splits, partial, counters, out, last, r);
+    arrive_and_fold_row(acc, w, w / a.splits, a.splits, slots, counters, out, last, r);
   }
 }
 
@@ -1184,8 +1226,8 @@ __device__ __forceinline__ typename R::Acc thread_reduce_runs_once(const In* row
 }
 
 // Runs of two reduced groups in one launch: a block of kRowsBlockThreads an item (TwoGroupsRunsArgs), its
-// segment's partial folded by arrive_and_fold_row where rows split (counters zero at the start,
-// as reduce_rows_split_kernel's), else written out. Against the binding's two stages, each
+// segment's partial folded by arrive_and_fold_row where rows split (counters and slots zero at the
+// start, as reduce_rows_split_kernel's), else written out. Against the binding's two stages, each
 // segment reads its output's runs as they lie, and no second launch waits on the first.
 // kMinBlocks: the blocks an SM the registers must allow (launch_two_groups_runs says which);
 // kAdjacent > 1: elements kAdjacent adjacent a thread (thread_reduce_runs_adjacent, kVec 1);
@@ -1197,7 +1239,7 @@ template <typename In, typename Out, typename R, int kVec, int kUnroll, int kMin
           int kThreads = kRowsBlockThreads>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     reduce_two_groups_runs_kernel(const In* __restrict__ x, Out* __restrict__ out, TwoGroupsRunsArgs a,
-                                  typename R::Acc* __restrict__ partial, unsigned* __restrict__ counters, R r) {
+                                  Slot* __restrict__ slots, unsigned* __restrict__ counters, R r) {
   __shared__ bool last;
   const int64_t items = a.rows * a.splits;
   for (int64_t w = blockIdx.x; w < items; w += gridDim.x) {
@@ -1220,7 +1262,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
     const typename R::Acc acc = block_all_reduce(part, r);
     if (a.splits > 1) {
-      arrive_and_fold_row(acc, w, row, a.splits, partial, counters, out, last, r);
+      arrive_and_fold_row(acc, w, row, a.splits, slots, counters, out, last, r);
     } else {
       if (threadIdx.x == 0) out[row] = static_cast<Out>(r.finish(acc));
     }
