@@ -1587,17 +1587,15 @@ bool launch_two_groups_runs(const at::Tensor& xt, const TwoGroupsGeometry& g, co
   }
   if constexpr (sizeof(In) == 2) {
     if (elements16) {
-      once_loads = once_loads_for(a.chunk);
-      kernel = once_kernel(Tag<R>{});
       // On wider blocks where the rows are whole (of at most kOnceWideBlockThreads x kOnceLoads
       // elements, once_wide_kernel's most loads) and at most kOnceWideItemsPerSM an SM.
       if (a.splits == 1 && a.chunk <= kOnceWideBlockThreads * kOnceLoads &&
           items <= kOnceWideItemsPerSM * sm_count() && env_nonnegative("REDUCE_OPS_RUNS_16_WIDE", 1) != 0) {
-        once_loads = once_loads_for(a.chunk, kOnceWideBlockThreads);
-        kernel = once_wide_kernel(Tag<R>{});
         threads = kOnceWideBlockThreads;
         set_runs_step(a, threads);
       }
+      once_loads = once_loads_for(a.chunk, threads);
+      kernel = threads == kOnceWideBlockThreads ? once_wide_kernel(Tag<R>{}) : once_kernel(Tag<R>{});
     }
   }
   using Tree = typename TreeReducer<R>::type;
