@@ -80,10 +80,12 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # of 256 x 16, and with REDUCE_OPS_RUNS_ONCE=3 every float32 case here). Many
     # rows of one block round (4300 x 3200 float32, 4300 x 4608 bfloat16: 800 and 576 packs), and
     # long rows on blocks of 512 threads, the last round partial (1100 x 12292 float32, 1100 x
-    # 24584 bfloat16).
+    # 24584 bfloat16). A whole 16 MB and 32 bytes: one round a segment, 513 partials the last
+    # block folds (past 256, the whole block; its last segment past the row's packs).
     wide = {torch.float32: [((4300, 3200), -1), ((1100, 12292), -1)],
             torch.bfloat16: [((4300, 4608), -1), ((1100, 24584), -1)]}.get(dtype, [])
-    for shape, dim in wide + [((1024,), None), ((64, 13), -1), ((64, 100), -1), ((64, 500), -1), ((16, 1536), -1),
+    whole_16mb = (((16 << 20) + 32) // torch.empty((), dtype=dtype).element_size(),)
+    for shape, dim in wide + [(whole_16mb, None), ((1024,), None), ((64, 13), -1), ((64, 100), -1), ((64, 500), -1), ((16, 1536), -1),
                        ((4, 4096), -1), ((1001, 128), -1), ((1001, 48), -1), ((1001, 16), -1), ((1001, 8), -1),
                        ((1001, 3), -1), ((501, 13), -1), ((8, 3000), -1), ((2, 70000), -1), ((3, 70001), -1),
                        ((300, 4096), -1), ((300, 4001), -1), ((300, 8192), -1),

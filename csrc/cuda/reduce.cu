@@ -527,7 +527,11 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   Slot* slots = zeroed_slots(a.rows * a.splits * kSlotWords<Acc>, xt, stream, slots_owned);
   unsigned* counters = zeroed_counters(a.rows, xt, stream, graph_owned);
   if (one_round) {
-    const auto kernel = wide ? reduce_split_few_kernel<In, Out, R, 8> : reduce_split_few_kernel<In, Out, R, 4>;
+    // Rows of more than kWarpFoldPartials partials are wide: a narrow launch has fewer than 128
+    // wide segments, fewer than 256 narrow ones.
+    const auto kernel = !wide                          ? reduce_split_few_kernel<In, Out, R, 4>
+                        : a.splits > kWarpFoldPartials ? reduce_split_few_kernel<In, Out, R, 8, true>
+                                                       : reduce_split_few_kernel<In, Out, R, 8>;
     kernel<<<a.rows * a.splits, kRowsBlockThreads, 0, stream>>>(x, out, a.outer_stride, packs,
                                                               static_cast<int>(a.splits), slots, counters, r);
   } else {

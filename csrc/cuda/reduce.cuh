@@ -421,6 +421,9 @@ __device__ __forceinline__ typename R::Acc thread_reduce_segment(const In* seg, 
 // float32 amax then had only 2 of its 4 packs in flight (SASS; 0.92-0.95x torch.compile at
 // 4096 x 32768 on the H100 and H200).
 constexpr int kRowsBlockThreads = 256;
+// Partials a row of reduce_split_few_kernel that warp 0 of the last block folds; past them, the
+// whole block (kBlockFold).
+constexpr int64_t kWarpFoldPartials = 256;
 constexpr int kRowsWideBlockThreads = 512;  // the block kernel's on long rows (launch_rows_unsplit)
 #define REDUCE_OPS_ROWS_BOUNDS __launch_bounds__(256, 8)
 #define REDUCE_OPS_GROUP_BOUNDS __launch_bounds__(256)
@@ -905,9 +908,9 @@ __device__ __forceinline__ typename R::Acc fold_published(Slot* slots, int64_t n
 
 // Few split rows, latency first: block b reduces segment seg = b % splits of row b / splits (the
 // row at x + row * row_stride, row_packs aligned packs), kSegPacks = 256 x kPacks packs, every
-// load in flight at once, one barrier; warp 0 then publishes the partial and arrives, and in the
-// row's last block folds the row's partials (in index order) and resets the row's counter and
-// slots (fold_published). A segment is one pairwise tree (depth log2 of its values, <= 14), so a
+// load in flight at once, one barrier; thread 0 then publishes the partial and arrives, and in the
+// row's last block warp 0 (kBlockFold: the whole block) folds the row's partials (in index order)
+// and resets the row's counter and slots (fold_published). A segment is one pairwise tree (depth log2 of its values, <= 14), so a
 // compensated sum adds it plain (TreeReducer) and compensates the partials' fold only: the error
 // stays bounded whatever the row's length, at about (14 + 2) ulps of sum |x| instead of ~8. H200,
 // CUDA graph, float32 sums, us, compensated segments -> plain (h200_study/session82.txt, section
@@ -920,7 +923,13 @@ __device__ __forceinline__ typename R::Acc fold_published(Slot* slots, int64_t n
 // are zero again when it ends. The bound of 2 blocks an SM lets ptxas hold 8 packs a thread at
 // once: left to itself it kept the kernel at 32 registers and issued half the loads after the
 // first folds.
-template <typename In, typename Out, typename R, int kPacks>
+// kBlockFold (the launcher's choice past kWarpFoldPartials partials a row): the last block's 256
+// threads fold the partials, 4 slots in flight each, then as a block. H200, CUDA graph, us, warp
+// -> block (h200_study/session107.txt, calls 2 and 3): 2^22 float32 sum 7.63 -> 7.11, amax 7.42
+// -> 6.96, 2^23 bfloat16 sum 7.63 -> 7.06, amax 7.50 -> 6.98 (512 partials: the warp's 16-32
+// slots a lane, one after another in its fold, and its resets); rows of 256 partials or fewer
+// lose 0.02-0.09 us by the block (its barrier, its fold), 4 x 65536 (16) up to 0.85.
+template <typename In, typename Out, typename R, int kPacks, bool kBlockFold = false>
 __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(const In* __restrict__ x, Out* __restrict__ out,
                                                                             int64_t row_stride, int64_t row_packs,
                                                                             int splits, Slot* __restrict__ slots,
@@ -931,8 +940,10 @@ __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(
   constexpr int kSegPacks = kRowsBlockThreads * kPacks;
   // The last warp's slots in flight a lane: a 2^22-element float32 sum's 512 two-word partials
   // (32 slots a lane) in two round trips, where 4 slots a lane took 8. H200, CUDA graph, us: 8.61
-  // with 4 slots, 7.62 with 16, 7.31 with session 105's fenced partials (4 in flight), the one
-  // case the fence won (h200_study/session106.txt, calls 4 and 5).
+  // with 4 slots, 7.62 with 16, 7.31 with session 105's fenced partials (4 in flight)
+  // (h200_study/session106.txt, calls 4 and 5); since session 107 rows of that many partials
+  // take kBlockFold, and 16 slots a lane fold up to 256 two-word partials in one round trip. 32
+  // slots made no difference there and spilled (session107.txt, call 2).
   constexpr int kFoldSlots = 16;
   const int row = blockIdx.x / splits, seg = blockIdx.x - row * splits;
   const int64_t first = static_cast<int64_t>(seg) * kSegPacks;
@@ -941,18 +952,29 @@ __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(
   const typename Tree::Acc segment =
       block_fold_once<kRowsBlockThreads / kWarpSize>(thread_fold_packs_once<kRowsBlockThreads, kPacks>(packs, npacks, Tree{}), Tree{});
   Acc acc = as_running<R, Tree>(segment, r);
-  if (threadIdx.x >= kWarpSize) return;
-  const int lane = threadIdx.x;
-  unsigned last = 0;
-  if (lane == 0) {
-    publish_partial(slots + static_cast<int64_t>(blockIdx.x) * kSlotWords<Acc>, acc);
-    last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
-  }
-  last = __shfl_sync(0xffffffffu, last, 0);
-  if (!last) return;
   Slot* row_slots = slots + static_cast<int64_t>(row) * splits * kSlotWords<Acc>;
-  acc = warp_all_reduce<kWarpSize>(fold_published<kFoldSlots>(row_slots, splits, lane, kWarpSize, r), r);
-  if (lane == 0) {
+  if constexpr (kBlockFold) {
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+      publish_partial(slots + static_cast<int64_t>(blockIdx.x) * kSlotWords<Acc>, acc);
+      last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
+    }
+    __syncthreads();
+    if (!last) return;
+    acc = block_all_reduce(fold_published<4>(row_slots, splits, threadIdx.x, kRowsBlockThreads, r), r);
+  } else {
+    if (threadIdx.x >= kWarpSize) return;
+    const int lane = threadIdx.x;
+    unsigned last = 0;
+    if (lane == 0) {
+      publish_partial(slots + static_cast<int64_t>(blockIdx.x) * kSlotWords<Acc>, acc);
+      last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
+    }
+    last = __shfl_sync(0xffffffffu, last, 0);
+    if (!last) return;
+    acc = warp_all_reduce<kWarpSize>(fold_published<kFoldSlots>(row_slots, splits, lane, kWarpSize, r), r);
+  }
+  if (threadIdx.x == 0) {
     out[row] = static_cast<Out>(r.finish(acc));
     counters[row] = 0u;
   }
