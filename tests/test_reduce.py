@@ -127,11 +127,13 @@ def test_sum_and_amax_large_2d(device, layout, dim):
 @pytest.mark.parametrize("shape,dim", [((1 << 24,), None), ((4099, 4097), 0), ((4099, 4097), 1),
                                        ((64, 1 << 18), 1), ((1 << 18, 64), 0), ((3, 1 << 22), None),
                                        ((257, 255, 129), (0, 2)), ((1 << 22,), None), ((1 << 23,), None),
-                                       (((1 << 22) + 8,), None)], ids=str)
+                                       (((1 << 22) + 8,), None), ((1100, 1000), -1), ((3000, 1500), -1)],
+                         ids=str)
 def test_sum_and_amax_large_cuda(dtype, shape, dim):
     # Whole tensors of up to 16 MB split in segments of one round: past 256 partials (2^22 float32
     # and 2^23 16-bit elements, 513 with a last segment past the packs) the last block folds them
-    # as a block, up to 256 (2^22 16-bit elements) by one warp.
+    # as a block, up to 256 (2^22 16-bit elements) by one warp. 1100 x 1000 and 3000 x 1500:
+    # medium rows from 8 rows an SM, a warp a row (under 32 rows an SM until session 107).
     x = make_input(shape, dtype, "cuda")
     check_sum(x, dim)
     check_amax(x, dim)

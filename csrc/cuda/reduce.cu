@@ -267,10 +267,16 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     }
   };
   // Short rows: lanes per row so that each lane reads at most 4 packs, all in flight at once.
-  // Medium rows (under 32 packs a lane), when the rows fill the GPU with warps: a warp per row
+  // Medium rows (under 32 packs a lane), when there are 8 rows an SM or more: a warp per row
   // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
-  // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy).
-  const bool many_rows = a.rows >= 32 * sm_count();
+  // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy). The bound was 32 rows an
+  // SM, never measured. H200, sums, 32 -> 8 rows an SM, separate processes, CUDA graph / eager
+  // (bench.py's timer), us (h200_study/session107.txt, call 8): float32 4096 x 1000 7.95 -> 5.86 /
+  // 10.83 -> 8.64, 2048 x 768 4.75 -> 3.61 / 7.73 -> 6.45, 1100 x 1000 3.83 -> 3.18, 2048 x 4000
+  // 10.76 -> 9.51, 2048 x 2000 6.10 -> 5.93; bfloat16 3000 x 1500 8.73 -> 5.02 / 11.68 -> 7.96,
+  // 2048 x 2000 5.44 -> 4.43 (torch.compile in call 7: float32 4096 x 1000 5.64, bfloat16 2048 x
+  // 2000 4.72). 1024 rows, forced (call 7): float32 1000 3.34 -> 3.14, left to the block.
+  const bool many_rows = a.rows >= 8 * sm_count();
   // Rows shorter than a pack, dense (or one row): a thread a pack's worth of rows
   // (reduce_tiny_rows_kernel). H200, us, the group kernel's unaligned path -> this
   // (h200_study/session83.txt section 3; torch.compile): bfloat16 16777216 x 4 sum 661 -> 47
