@@ -910,9 +910,10 @@ __device__ __forceinline__ typename R::Acc fold_published(Slot* slots, int64_t n
 // row at x + row * row_stride, row_packs aligned packs), kSegPacks = 256 x kPacks packs, every
 // load in flight at once, one barrier; thread 0 then publishes the partial and arrives, and in the
 // row's last block warp 0 (kBlockFold: the whole block) folds the row's partials (in index order)
-// and resets the row's counter and slots (fold_published). A segment is one pairwise tree (depth log2 of its values, <= 14), so a
-// compensated sum adds it plain (TreeReducer) and compensates the partials' fold only: the error
-// stays bounded whatever the row's length, at about (14 + 2) ulps of sum |x| instead of ~8. H200,
+// and resets the row's counter and slots (fold_published). A segment is one pairwise tree (depth
+// log2 of its values, <= 14), so a compensated sum adds it plain (TreeReducer) and compensates the
+// partials' fold only: the error stays bounded whatever the row's length, at about (14 + 2) ulps
+// of sum |x| instead of ~8. H200,
 // CUDA graph, float32 sums, us, compensated segments -> plain (h200_study/session82.txt, section
 // 1): 2^14 whole 3.05 -> 2.99, 2^20 4.23 -> 4.11, 2^22 7.58 -> 7.38, 4 x 65536 over dim -1 3.41 ->
 // 3.35.
