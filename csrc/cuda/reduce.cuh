@@ -906,6 +906,16 @@ __device__ __forceinline__ typename R::Acc fold_published(Slot* slots, int64_t n
   return acc;
 }
 
+// Thread 0's end of split item w of row `row` (`splits` items a row), acc its block's fold:
+// publishes acc as partial w of `slots` and arrives at the row's counter; true where that arrival
+// completes the row's count (its block then folds the row's partials).
+template <typename Acc>
+__device__ __forceinline__ bool publish_and_arrive_row(const Acc& acc, int64_t w, int64_t row, int64_t splits,
+                                                       Slot* slots, unsigned* counters) {
+  publish_partial(slots + w * kSlotWords<Acc>, acc);
+  return arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
+}
+
 // Few split rows, latency first: block b reduces segment seg = b % splits of row b / splits (the
 // row at x + row * row_stride, row_packs aligned packs), kSegPacks = 256 x kPacks packs, every
 // load in flight at once, one barrier; thread 0 then publishes the partial and arrives, and in the
@@ -913,10 +923,9 @@ __device__ __forceinline__ typename R::Acc fold_published(Slot* slots, int64_t n
 // and resets the row's counter and slots (fold_published). A segment is one pairwise tree (depth
 // log2 of its values, <= 14), so a compensated sum adds it plain (TreeReducer) and compensates the
 // partials' fold only: the error stays bounded whatever the row's length, at about (14 + 2) ulps
-// of sum |x| instead of ~8. H200,
-// CUDA graph, float32 sums, us, compensated segments -> plain (h200_study/session82.txt, section
-// 1): 2^14 whole 3.05 -> 2.99, 2^20 4.23 -> 4.11, 2^22 7.58 -> 7.38, 4 x 65536 over dim -1 3.41 ->
-// 3.35.
+// of sum |x| instead of ~8. H200, CUDA graph, float32 sums, us, compensated segments -> plain
+// (h200_study/session82.txt, section 1): 2^14 whole 3.05 -> 2.99, 2^20 4.23 -> 4.11, 2^22 7.58 ->
+// 7.38, 4 x 65536 over dim -1 3.41 -> 3.35.
 // Against reduce_rows_split_kernel (its grid-stride loop, segment_start, two barriers for the
 // block's fold, two more for the last block's), H100, CUDA graph: 2^20 float32 sum 4.53 ->
 // 3.77 us (torch.compile 4.86), 4 x 65536 over dim -1 3.86 -> 3.26 (3.68)
@@ -956,10 +965,7 @@ __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(
   Slot* row_slots = slots + static_cast<int64_t>(row) * splits * kSlotWords<Acc>;
   if constexpr (kBlockFold) {
     __shared__ bool last;
-    if (threadIdx.x == 0) {
-      publish_partial(slots + static_cast<int64_t>(blockIdx.x) * kSlotWords<Acc>, acc);
-      last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
-    }
+    if (threadIdx.x == 0) last = publish_and_arrive_row(acc, blockIdx.x, row, splits, slots, counters);
     __syncthreads();
     if (!last) return;
     acc = block_all_reduce(fold_published<4>(row_slots, splits, threadIdx.x, kRowsBlockThreads, r), r);
@@ -967,10 +973,7 @@ __global__ void __launch_bounds__(kRowsBlockThreads, 2) reduce_split_few_kernel(
     if (threadIdx.x >= kWarpSize) return;
     const int lane = threadIdx.x;
     unsigned last = 0;
-    if (lane == 0) {
-      publish_partial(slots + static_cast<int64_t>(blockIdx.x) * kSlotWords<Acc>, acc);
-      last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
-    }
+    if (lane == 0) last = publish_and_arrive_row(acc, blockIdx.x, row, splits, slots, counters);
     last = __shfl_sync(0xffffffffu, last, 0);
     if (!last) return;
     acc = warp_all_reduce<kWarpSize>(fold_published<kFoldSlots>(row_slots, splits, lane, kWarpSize, r), r);
@@ -1019,14 +1022,10 @@ template <typename Out, typename R>
 __device__ __forceinline__ void arrive_and_fold_row(typename R::Acc acc, int64_t w, int64_t row, int64_t splits,
                                                     Slot* slots, unsigned* counters, Out* out, bool& last,
                                                     const R& r) {
-  constexpr int kWords = kSlotWords<typename R::Acc>;
-  if (threadIdx.x == 0) {
-    publish_partial(slots + w * kWords, acc);
-    last = arrive_relaxed(counters + row) == static_cast<unsigned>(splits - 1);
-  }
+  if (threadIdx.x == 0) last = publish_and_arrive_row(acc, w, row, splits, slots, counters);
   __syncthreads();
   if (last) {
-    acc = fold_published<4>(slots + row * splits * kWords, splits, threadIdx.x, blockDim.x, r);
+    acc = fold_published<4>(slots + row * splits * kSlotWords<typename R::Acc>, splits, threadIdx.x, blockDim.x, r);
     acc = block_all_reduce(acc, r);
     if (threadIdx.x == 0) {
       out[row] = static_cast<Out>(r.finish(acc));
