@@ -19,7 +19,8 @@
 //                             row's partials in a fixed order and resets the row's counter and
 //                             slots. One launch, no memset.
 //   reduce_split_few_kernel   the same for aligned segments of one round of loads (whole tensors
-//                             up to 16 MB): one barrier a block, warp 0 arrives and folds.
+//                             up to 16 MB): one barrier a block, thread 0 arrives, and warp 0
+//                             folds (the whole block past 256 partials a row).
 //   reduce_two_groups_kernel  small reductions whose reduced dims make two groups no view joins
 //                             (dims 0 and 2 of (N, C, L)): a block an output, one launch.
 //   reduce_two_groups_runs_kernel  larger ones whose inner group is contiguous: each output's
