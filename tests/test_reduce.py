@@ -132,8 +132,9 @@ def test_sum_and_amax_large_2d(device, layout, dim):
 def test_sum_and_amax_large_cuda(dtype, shape, dim):
     # Whole tensors of up to 16 MB split in segments of one round: past 256 partials (2^22 float32
     # and 2^23 16-bit elements, 513 with a last segment past the packs) the last block folds them
-    # as a block, up to 256 (2^22 16-bit elements) by one warp. 1100 x 1000 and 3000 x 1500:
-    # medium rows from 8 rows an SM, a warp a row (under 32 rows an SM until session 107).
+    # as a block, up to 256 (2^22 16-bit elements) by one warp. 1100 x 1000 and 3000 x 1500: medium
+    # rows past 8 an SM, a block a row by the few rows' kernel where they are whole 16-byte packs
+    # (since session 108), else a warp a row (under 32 rows an SM a block a row until session 107).
     x = make_input(shape, dtype, "cuda")
     check_sum(x, dim)
     check_amax(x, dim)
@@ -1822,6 +1823,43 @@ def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     assert_float32_sum_within(x, 1, math.ceil(math.log2(cols)) + 4)
 
 
+# How many rows take the few rows' kernel, by their packs (reduce.cu's few_rows_per_sm): up to 32 packs
+# 2 rows an SM, up to 128 packs 16, up to 1024 packs 64; one row more takes another kernel.
+@requires_cuda
+@pytest.mark.parametrize("packs,per_sm", [(32, 2), (33, 16), (128, 16), (129, 64), (1024, 64)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_few_rows_kernel_takes_rows_up_to_its_bound(packs, per_sm, dtype):
+    cols = packs * (16 // dtype.itemsize)
+    for rows, few in ((rows_per_sm(per_sm, False), True), (rows_per_sm(per_sm, False) + 1, False)):
+        x = make_input((rows, cols), dtype, "cuda")
+        for op in (reduce_ops.sum, reduce_ops.amax):
+            names = cuda_kernels_run(lambda: op(x, 1))
+            assert bool(launches_of(names, "reduce_few_rows_kernel")) == few, (rows, names)
+        check_reductions(x, 1)
+
+
+# Few long rows split over blocks (reduce.cu's launch_rows, split_pays) where a block a row would
+# leave half the SMs idle, or some on 32 MB or more, or where the rows are 2 MB or longer; else a
+# block a row. Float32 rows: half the SMs' rows of 128 KB (split) and one more (8.8 MB: not);
+# one row short of the SMs of 256 KB (34 MB: split) and the SMs' count (not); 8 rows past the SMs
+# of 2 MB (split) and of 1 MB (not).
+@requires_cuda
+@pytest.mark.parametrize("rows,cols,split", [("sms/2", 1 << 15, True), ("sms/2", (1 << 15) + 64, True),
+                                             ("sms/2+1", 1 << 15, False), ("sms-1", 1 << 16, True),
+                                             ("sms", 1 << 16, False), ("sms+8", 1 << 19, True),
+                                             ("sms+8", 1 << 18, False)], ids=str)
+def test_few_long_rows_split_where_a_block_a_row_leaves_sms_idle(rows, cols, split):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = {"sms/2": sms // 2, "sms/2+1": sms // 2 + 1, "sms-1": sms - 1, "sms": sms, "sms+8": sms + 8}[rows]
+    x = make_input((rows, cols), torch.float32, "cuda")
+    names = cuda_kernels_run(lambda: reduce_ops.sum(x, 1))
+    split_kernels = launches_of(names, "reduce_split_few_kernel", "reduce_rows_split_kernel")
+    assert bool(split_kernels) == split, (rows, cols, names)
+    if not split:
+        assert launches_of(names, "reduce_rows_block_kernel"), names
+    check_reductions(x, 1)
+
+
 @requires_cuda
 @pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
 @pytest.mark.parametrize("view", ["short1024", "short2048", "rows64", "flat2^14", "flat2^20", "cols1024", "cols64"])
@@ -1902,7 +1940,8 @@ def test_block_row_sums_of_one_round_add_plain(cols, plain):
     # reduce.cu's launch_rows_unsplit: float32 rows the block kernel's 256 threads read in one
     # round of 4 packs (up to 4096 values) are one pairwise tree, added plain (the bound of
     # test_short_row_cuda_sum_error_is_within_its_tree_depth); longer rows stay compensated.
-    x = make_input((rows_per_sm(40, False), cols), torch.float32, "cuda")  # many rows: a block a row
+    # Many rows: a block a row by the block kernel (the few rows' kernel takes 1024 packs to 64 an SM).
+    x = make_input((rows_per_sm(65, False), cols), torch.float32, "cuda")
     names = cuda_kernels_run(lambda: reduce_ops.sum(x, 1))
     reducers = [a[2] for a in launches_of(names, "reduce_rows_block_kernel")]
     assert reducers and all(("PlainReducer" in r) == plain for r in reducers), names
@@ -1925,8 +1964,9 @@ def test_many_rows_of_one_block_round_take_the_block(cols, dtype, kernel):
     # or 576-1023 16-bit packs, go a block a row (256 threads, one round of 2-4 packs a thread),
     # unless the threads with a 4th pack end inside a warp (3300 float32 values: 825 packs, 57
     # threads; 4000: 232; bfloat16 8000: 232). Fewer packs (2044 float32 values: 511; bfloat16
-    # 4096 and 4104: 512 and 513) and unaligned rows (2050, 6501) stay on the warp kernel.
-    x = make_input((rows_per_sm(40, False), cols), dtype, "cuda")
+    # 4096 and 4104: 512 and 513) and unaligned rows (2050, 6501) stay on the warp kernel. Past 64
+    # rows an SM: the aligned ones take the few rows' kernel up to there.
+    x = make_input((rows_per_sm(65, False), cols), dtype, "cuda")
     for op in (reduce_ops.sum, reduce_ops.amax):
         names = cuda_kernels_run(lambda: op(x, 1))
         assert launches_of(names, kernel), names

@@ -275,7 +275,12 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // 10.83 -> 8.64, 2048 x 768 4.75 -> 3.61 / 7.73 -> 6.45, 1100 x 1000 3.83 -> 3.18, 2048 x 4000
   // 10.76 -> 9.51, 2048 x 2000 6.10 -> 5.93; bfloat16 3000 x 1500 8.73 -> 5.02 / 11.68 -> 7.96,
   // 2048 x 2000 5.44 -> 4.43 (torch.compile in call 7: float32 4096 x 1000 5.64, bfloat16 2048 x
-  // 2000 4.72). 1024 rows, forced (call 7): float32 1000 3.34 -> 3.14, left to the block.
+  // 2000 4.72). 1024 rows, forced (call 7): float32 1000 3.34 -> 3.14, left to the block. Since
+  // session 108 aligned rows of up to 1024 packs take the few rows' kernel first up to 64 rows an
+  // SM (few_short_rows, below), faster than either; the rule is left to unaligned rows and those
+  // past that, where under 8 rows an SM it was not measured on the aligned rows' side (bfloat16
+  // 1024 x 1500, block -> warp forced: sum 4.39 -> 3.39, amax 3.98 -> 3.64; 512 x 1500 sum 3.22 ->
+  // 2.95, amax 3.13 -> 3.21; session108.txt, call 1).
   const bool many_rows = a.rows >= 8 * sm_count();
   // Rows shorter than a pack, dense (or one row): a thread a pack's worth of rows
   // (reduce_tiny_rows_kernel). H200, us, the group kernel's unaligned path -> this
@@ -376,7 +381,7 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   if (plain && !a.aligned && narrow_bytes < 16 && (row_bytes <= 64 || (narrow_bytes == 8 && row_bytes <= 128))) {
     return launch_narrow_rows(x, out, a, narrow_bytes, r, stream);
   }
-  // Few short aligned rows, up to two per SM: a block each (reduce_few_rows_kernel), every pack
+  // Few short aligned rows (up to 2, 16 or 64 an SM, by length: below): a block each (reduce_few_rows_kernel), every pack
   // loaded at once: one warp of up to 8 packs a lane up to 256 packs, then 4 or 8 warps of 4 packs
   // a lane up to 1024. H100, CUDA graph, us, the kernels chosen before -> these
   // (h100_study/session42_small_rows.txt): float32 1024-element sum 1.91 -> 1.73, amax 1.84 ->
@@ -390,7 +395,19 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // sums, us, compensated -> plain (h200_study/session82.txt, section 1): 1024 whole 1.85 ->
   // 1.77 (torch 2.44), 4096 whole 1.98 -> 1.93, 64 x 4096 over dim -1 2.24 -> 2.16, 256 x 1024
   // 2.16 -> 2.08.
-  const bool few_short_rows = a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= 2 * sm_count();
+  // The bound on rows was 2 an SM, measured on one side only. Past it, H200, CUDA graphs, sums, us,
+  // the kernels chosen before (a block a row, the warp from 8 rows an SM, 16- and 32-lane groups)
+  // -> this (a timing-only knob; h200_study/session108.txt, calls 4 and 5): float32 528 x 1000 2.85
+  // -> 2.46, 1024 x 1000 3.34 -> 2.96, 8192 x 1000 9.52 -> 9.35, 528 x 4096 4.35 -> 3.97, 4096 x 4096
+  // 17.35 -> 16.91, 528 x 512 2.39 -> 2.10; bfloat16 1024 x 2048 3.52 -> 3.06, 8192 x 2048 9.89 ->
+  // 9.60, 4096 x 8192 17.68 -> 16.98, 1024 x 1024 2.71 -> 2.49, 1024 x 512 2.39 -> 2.23, 2048 x 512
+  // 2.75 -> 2.71 (amaxes alike). Rows of up to 128 packs lost from 4096 rows (float32 4096 x 512
+  // 4.22 -> 4.28, 8192 x 256 4.29 -> 6.46; bfloat16 4096 x 512 3.30 -> 3.95), where a one-warp
+  // block a row meets the SMs' block launch rate. So: up to 32 packs 2 rows an SM (rows past it
+  // not measured), up to 128 packs 16, past that 64 (8192 rows measured; none past).
+  const int64_t few_rows_per_sm = packs <= kWarpSize ? 2 : packs <= 4 * kWarpSize ? 16 : 64;
+  const bool few_short_rows =
+      a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= few_rows_per_sm * sm_count();
   if (few_short_rows && !forced.any()) {
     auto launch = [&](auto warps_tag, auto packs_tag) {
       constexpr int kWarps = decltype(warps_tag)::value, kPacks = decltype(packs_tag)::value;
@@ -500,7 +517,23 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   // Only where a split can follow: the knob's getenv is ~0.1 us of a launch.
   const int64_t bytes = a.rows * a.cols * static_cast<int64_t>(sizeof(In));
   const int64_t min_chunk = few_rows ? min_split_chunk<In>(bytes) : 0;
-  if (few_rows && a.cols >= 2 * min_chunk) {
+  // Rows long enough to split (at least two segments: 256 rows or fewer) are split where a block a
+  // row would leave half the SMs idle, or some idle on 32 MB or more, or where the rows are 2 MB or
+  // longer (a block a row keeps too few loads in flight). Elsewhere a block a row was faster. H200,
+  // float32 sums, us, split -> a block a row (REDUCE_OPS_REDUCE_CHUNK; h200_study/session108.txt,
+  // calls 2-5), CUDA graphs: 128 x 8192 3.87 -> 3.72, 128 x 32768 (16 MB) 10.24 -> 9.50 by events,
+  // 132 x 32768 6.91 -> 6.70, 192 x 16384 5.66 -> 5.56 (amax 6.43 -> 5.35), 256 x 65536 19.18 ->
+  // 17.74; bfloat16 192 x 32768 6.59 -> 5.51; 96 rows mixed (float32 96 x 32768 sum 5.69 -> 5.89,
+  // amax 6.24 -> 5.79; bfloat16 96 x 65536 6.44 -> 5.90); events, 256 x 262144 (1 MB rows) 65.95
+  // -> 64.50, 132 x 131072 22.29 -> 21.41. The split stayed ahead on 64 rows or fewer (32 x 65536
+  // 4.75 against 6.89, 64 x 32768 4.74 against 5.15; 64 x 8192 3.33 against 3.27 the exception),
+  // under 132 rows from 40 MB (80 x 131072 16.13 against 16.64, 96 x 262144 29.18 against 30.21;
+  // 128 x 262144 36.45 against 36.26 the exception) and on rows of 2 MB or more (128 x 524288 65.60
+  // against 66.50, 128 x 1048576 124.32 against 128.78, 200 x 1048576 191.71 against 192.06).
+  const int64_t row_bytes = a.cols * static_cast<int64_t>(sizeof(In));
+  const bool split_pays = 2 * a.rows <= sm_count() || (a.rows < sm_count() && bytes >= (int64_t{32} << 20)) ||
+                          row_bytes >= (int64_t{2} << 20);
+  if (few_rows && a.cols >= 2 * min_chunk && split_pays) {
     const RowSplit plan = split_rows(a.rows, a.cols, min_chunk);
     a.splits = plan.splits;
     a.chunk = plan.chunk;
