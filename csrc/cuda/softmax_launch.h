@@ -59,8 +59,11 @@ template <typename Acc>
 constexpr int kMaxRegPacks = sizeof(Acc) == 8 ? 4 : 8;
 // Threads of a register-kernel block when the row allows: 512 threads x <= 64 registers lets two
 // blocks share an SM so one block's loads overlap the other's reductions and stores.
-// Not measured yet against 256 (tune_rows.py, "block" at 16384x4096); at 65536 x 1024 and
-// 4096 x 32768 the block per row reached 79-99% of copy on an H200 (benchmarks/results).
+// Against 256 (2 packs a thread to 512 packs, 4 to 1024, REDUCE_OPS_BLOCK_PACKS=4), H200, us
+// (h200_study/session108.txt, call 2): float32 softmax 16384 x 4096 128.45 against 128.96, 16384 x
+// 3072 97.70 against 97.89, 8192 x 6144 (4 packs against 8) 98.24 against 98.62; ReduceScale 16384
+// x 4096 128.64 against 129.09, 8192 x 8192 129.06 against 129.98 (8 packs); bfloat16 ReduceScale
+// 16384 x 4096 67.36 against 67.55. Float32 rows under the loads' marks are the exception (below).
 constexpr int kPreferredRegThreads = 512;
 constexpr int kMaxRegThreads = 1024;
 // Largest cluster: 16 blocks is Hopper's non-portable maximum (8 portable), checked per launch
@@ -777,6 +780,19 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
         }
       }
       if constexpr (Policy::kNeedsSum) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    }
+    // Aligned float32 rows of 512-1024 packs (2048-4096 values) whose loads are not marked (under
+    // kMarkedTrafficL2s of traffic): 4 packs a thread, not 2 with the next row ahead. H200
+    // (rows_ab.py, 4 inputs in turn; h200_study/session108.txt, calls 3 and 4), us, 2 packs ahead
+    // -> 4 (REDUCE_OPS_BLOCK_PACKS=4): softmax 8192 x 2048 38.11 -> 36.74, 4096 x 2048 21.98 -> 20.90,
+    // 2048 x 3072 17.82 -> 16.96, 1024 x 4096 13.98 -> 12.90, 4096 x 4096 37.95 -> 37.22;
+    // ReduceScale 8192 x 2048 38.21 -> 37.82, 4096 x 2048 22.05 -> 21.60, 1024 x 4096 13.66 -> 13.41,
+    // 4096 x 4096 37.92 -> 37.86. 2 packs without the next row ahead sat between (softmax 8192 x 2048
+    // 37.82). Marked rows keep 2 packs, as 512 threads of them beat 256 of 4 there (call 2: softmax
+    // 16384 x 4096 128.45 against 128.96, 16384 x 3072 97.70 against 97.89; ReduceScale 16384 x 4096
+    // 128.64 against 129.09), and so do shorter rows (ReduceScale 16384 x 1024 37.07 against 37.12).
+    if constexpr (sizeof(In) == 4 && !kPeeled) {
+      if (!last_loads && packs >= 2 * 256 && packs <= 2 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
     }
     if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, two_packs_ahead);
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
