@@ -381,30 +381,31 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   if (plain && !a.aligned && narrow_bytes < 16 && (row_bytes <= 64 || (narrow_bytes == 8 && row_bytes <= 128))) {
     return launch_narrow_rows(x, out, a, narrow_bytes, r, stream);
   }
-  // Few short aligned rows (up to 2, 16 or 64 an SM, by length: below): a block each (reduce_few_rows_kernel), every pack
-  // loaded at once: one warp of up to 8 packs a lane up to 256 packs, then 4 or 8 warps of 4 packs
-  // a lane up to 1024. H100, CUDA graph, us, the kernels chosen before -> these
-  // (h100_study/session42_small_rows.txt): float32 1024-element sum 1.91 -> 1.73, amax 1.84 ->
-  // 1.57; bfloat16 1024 sum 1.77 -> 1.54, into float32 2.02 -> 1.59; 256 x 1024 float32 sum over
-  // dim -1 2.40 -> 1.98, bfloat16 amax 2.07 -> 1.86; faster in every case measured (1 to 264
-  // rows of 8 to 2048 elements). 64 x 4096 over dim -1, against the block kernel
-  // (h100_study/session43_small.txt): float32 sum 2.32 -> 2.13 with 8 warps of 4 packs (4 warps
-  // of 8 packs took 2.72 in the bisect), amax 2.22 -> 1.85; bfloat16 sum 2.15 -> 1.86 with 4 warps.
-  // Their rows are read in one round, so a compensated sum adds plain there (TreeReducer): one
-  // pairwise tree, as the group and block kernels' one-round rows. H200, CUDA graph, float32
-  // sums, us, compensated -> plain (h200_study/session82.txt, section 1): 1024 whole 1.85 ->
-  // 1.77 (torch 2.44), 4096 whole 1.98 -> 1.93, 64 x 4096 over dim -1 2.24 -> 2.16, 256 x 1024
-  // 2.16 -> 2.08.
-  // The bound on rows was 2 an SM, measured on one side only. Past it, H200, CUDA graphs, sums, us,
-  // the kernels chosen before (a block a row, the warp from 8 rows an SM, 16- and 32-lane groups)
-  // -> this (a timing-only knob; h200_study/session108.txt, calls 4 and 5): float32 528 x 1000 2.85
-  // -> 2.46, 1024 x 1000 3.34 -> 2.96, 8192 x 1000 9.52 -> 9.35, 528 x 4096 4.35 -> 3.97, 4096 x 4096
-  // 17.35 -> 16.91, 528 x 512 2.39 -> 2.10; bfloat16 1024 x 2048 3.52 -> 3.06, 8192 x 2048 9.89 ->
-  // 9.60, 4096 x 8192 17.68 -> 16.98, 1024 x 1024 2.71 -> 2.49, 1024 x 512 2.39 -> 2.23, 2048 x 512
-  // 2.75 -> 2.71 (amaxes alike). Rows of up to 128 packs lost from 4096 rows (float32 4096 x 512
-  // 4.22 -> 4.28, 8192 x 256 4.29 -> 6.46; bfloat16 4096 x 512 3.30 -> 3.95), where a one-warp
-  // block a row meets the SMs' block launch rate. So: up to 32 packs 2 rows an SM (rows past it
-  // not measured), up to 128 packs 16, past that 64 (8192 rows measured; none past).
+  // Few short aligned rows (up to 2, 16 or 64 an SM by their length: below): a block each
+  // (reduce_few_rows_kernel), every pack loaded at once: one warp of up to 8 packs a lane up to
+  // 256 packs, then 4 or 8 warps of 4 packs a lane up to 1024. H100, CUDA graph, us, the kernels
+  // chosen before -> these (h100_study/session42_small_rows.txt): float32 1024-element sum 1.91
+  // -> 1.73, amax 1.84 -> 1.57; bfloat16 1024 sum 1.77 -> 1.54, into float32 2.02 -> 1.59; 256 x
+  // 1024 float32 sum over dim -1 2.40 -> 1.98, bfloat16 amax 2.07 -> 1.86; faster in every case
+  // measured (1 to 264 rows of 8 to 2048 elements). 64 x 4096 over dim -1, against the block
+  // kernel (h100_study/session43_small.txt): float32 sum 2.32 -> 2.13 with 8 warps of 4 packs (4
+  // warps of 8 packs took 2.72 in the bisect), amax 2.22 -> 1.85; bfloat16 sum 2.15 -> 1.86 with
+  // 4 warps. Their rows are read in one round, so a compensated sum adds plain there
+  // (TreeReducer): one pairwise tree, as the group and block kernels' one-round rows. H200, CUDA
+  // graph, float32 sums, us, compensated -> plain (h200_study/session82.txt, section 1): 1024
+  // whole 1.85 -> 1.77 (torch 2.44), 4096 whole 1.98 -> 1.93, 64 x 4096 over dim -1 2.24 -> 2.16,
+  // 256 x 1024 2.16 -> 2.08.
+  // The bound on rows was 2 an SM, measured on one side only. Past it, H200, CUDA graphs, sums,
+  // us, the kernels chosen before (a block a row, the warp from 8 rows an SM, 16- and 32-lane
+  // groups) -> this (a timing-only knob; h200_study/session108.txt, calls 4 and 5): float32 528 x
+  // 1000 2.85 -> 2.46, 1024 x 1000 3.34 -> 2.96, 8192 x 1000 9.52 -> 9.35, 528 x 4096 4.35 ->
+  // 3.97, 4096 x 4096 17.35 -> 16.91, 528 x 512 2.39 -> 2.10; bfloat16 1024 x 2048 3.52 -> 3.06,
+  // 8192 x 2048 9.89 -> 9.60, 4096 x 8192 17.68 -> 16.98, 1024 x 1024 2.71 -> 2.49, 1024 x 512
+  // 2.39 -> 2.23, 2048 x 512 2.75 -> 2.71 (amaxes alike). Rows of up to 128 packs lost from 4096
+  // rows (float32 4096 x 512 4.22 -> 4.28, 8192 x 256 4.29 -> 6.46; bfloat16 4096 x 512 3.30 ->
+  // 3.95): one-warp blocks a row, likely bound by the rate at which the SMs take up blocks (not
+  // profiled). So: up to 32 packs 2 rows an SM (rows past it not measured), up to 128 packs 16,
+  // past that 64 (8192 rows measured; none past).
   const int64_t few_rows_per_sm = packs <= kWarpSize ? 2 : packs <= 4 * kWarpSize ? 16 : 64;
   const bool few_short_rows =
       a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= few_rows_per_sm * sm_count();

@@ -784,13 +784,17 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // Aligned float32 rows of 512-1024 packs (2048-4096 values) whose loads are not marked (under
     // kMarkedTrafficL2s of traffic): 4 packs a thread, not 2 with the next row ahead. H200
     // (rows_ab.py, 4 inputs in turn; h200_study/session108.txt, calls 3 and 4), us, 2 packs ahead
-    // -> 4 (REDUCE_OPS_BLOCK_PACKS=4): softmax 8192 x 2048 38.11 -> 36.74, 4096 x 2048 21.98 -> 20.90,
-    // 2048 x 3072 17.82 -> 16.96, 1024 x 4096 13.98 -> 12.90, 4096 x 4096 37.95 -> 37.22;
-    // ReduceScale 8192 x 2048 38.21 -> 37.82, 4096 x 2048 22.05 -> 21.60, 1024 x 4096 13.66 -> 13.41,
-    // 4096 x 4096 37.92 -> 37.86. 2 packs without the next row ahead sat between (softmax 8192 x 2048
-    // 37.82). Marked rows keep 2 packs, as 512 threads of them beat 256 of 4 there (call 2: softmax
-    // 16384 x 4096 128.45 against 128.96, 16384 x 3072 97.70 against 97.89; ReduceScale 16384 x 4096
-    // 128.64 against 129.09), and so do shorter rows (ReduceScale 16384 x 1024 37.07 against 37.12).
+    // -> 4 (REDUCE_OPS_BLOCK_PACKS=4): softmax 8192 x 2048 38.11 -> 36.74, 4096 x 2048 21.98 ->
+    // 20.90, 2048 x 3072 17.82 -> 16.96, 1024 x 4096 13.98 -> 12.90, 4096 x 4096 37.95 -> 37.22;
+    // ReduceScale 8192 x 2048 38.21 -> 37.82, 4096 x 2048 22.05 -> 21.60, 1024 x 4096 13.66 ->
+    // 13.41, 4096 x 4096 37.92 -> 37.86. 2 packs without the next row ahead sat between (softmax
+    // 8192 x 2048 37.82). Marked rows keep 2 packs, as 512 threads of them beat 256 of 4 there
+    // (call 2: softmax 16384 x 4096 128.45 against 128.96, 16384 x 3072 97.70 against 97.89;
+    // ReduceScale 16384 x 4096 128.64 against 129.09), and so do shorter rows, where the next row
+    // is not loaded ahead (call 4, 16384 x 1024 under the marks: ReduceScale 37.07 against 37.12;
+    // softmax 36.88 against 36.42, a gain not taken). Peeled rows would gain too (call 6, 2 -> 4
+    // forced: softmax 2048 x 4095 24.16 -> 21.98, ReduceScale 23.39 -> 22.08), not taken: no build
+    // that takes them has run on a GPU.
     if constexpr (sizeof(In) == 4 && !kPeeled) {
       if (!last_loads && packs >= 2 * 256 && packs <= 2 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
     }
