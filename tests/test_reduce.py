@@ -1840,13 +1840,13 @@ def test_few_rows_kernel_takes_rows_up_to_its_bound(packs, per_sm, dtype):
 
 # Few long rows split over blocks (reduce.cu's launch_rows, split_pays) where a block a row would
 # leave half the SMs idle, or some on 32 MB or more, or where the rows are 2 MB or longer; else a
-# block a row. Float32 rows: half the SMs' rows of 128 KB (split) and one more (8.8 MB: not);
-# one row short of the SMs of 256 KB (34 MB: split) and the SMs' count (not); 8 rows past the SMs
-# of 2 MB (split) and of 1 MB (not).
+# block a row. Float32 rows: half the SMs' rows of 128 KB (split) and one more (under 32 MB: not);
+# one row short of the SMs of 512 KB (over 32 MB on 64 SMs or more: split) and the SMs' count (not);
+# 8 rows past the SMs of 2 MB (split) and of 1 MB (not).
 @requires_cuda
 @pytest.mark.parametrize("rows,cols,split", [("sms/2", 1 << 15, True), ("sms/2", (1 << 15) + 64, True),
-                                             ("sms/2+1", 1 << 15, False), ("sms-1", 1 << 16, True),
-                                             ("sms", 1 << 16, False), ("sms+8", 1 << 19, True),
+                                             ("sms/2+1", 1 << 15, False), ("sms-1", 1 << 17, True),
+                                             ("sms", 1 << 17, False), ("sms+8", 1 << 19, True),
                                              ("sms+8", 1 << 18, False)], ids=str)
 def test_few_long_rows_split_where_a_block_a_row_leaves_sms_idle(rows, cols, split):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
