@@ -1823,8 +1823,8 @@ def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     assert_float32_sum_within(x, 1, math.ceil(math.log2(cols)) + 4)
 
 
-# How many rows take the few rows' kernel, by their packs (reduce.cu's few_rows_per_sm): up to 32 packs
-# 2 rows an SM, up to 128 packs 16, up to 1024 packs 64; one row more takes another kernel.
+# How many rows take the few rows' kernel, by their packs (reduce.cu's few_rows_per_sm): up to 32
+# packs 2 rows an SM, up to 128 packs 16, up to 1024 packs 64; one row more takes another kernel.
 @requires_cuda
 @pytest.mark.parametrize("packs,per_sm", [(32, 2), (33, 16), (128, 16), (129, 64), (1024, 64)], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)

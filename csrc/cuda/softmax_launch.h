@@ -796,7 +796,8 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // forced: softmax 2048 x 4095 24.16 -> 21.98, ReduceScale 23.39 -> 22.08), not taken: no build
     // that takes them has run on a GPU.
     if constexpr (sizeof(In) == 4 && !kPeeled) {
-      if (!last_loads && packs >= 2 * 256 && packs <= 2 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
+      const bool two_ahead = two_packs_ahead == Ahead::kRegisters && packs <= 2 * kPreferredRegThreads;
+      if (two_ahead && !last_loads) return run(Int<4>{}, Ahead::kNone);
     }
     if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, two_packs_ahead);
     if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
