@@ -1812,10 +1812,9 @@ def test_staged_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     # Rows a group's lanes read in one round of loads (up to 256 packs: 1024 float32 or 2048
-    # bfloat16 columns, 16384-21790 rows here), and rows the block kernel's threads read in one
-    # round (up to 1024 packs: 4096 float32 or 8192 bfloat16 columns; the 4096 rows here are too
-    # few for the warp kernel on 132 SMs, and where it takes them it compensates), are summed
-    # plain, not compensated (reduce.cu's launch_rows_unsplit): a pairwise tree over the
+    # bfloat16 columns, 16384-21790 rows here), and rows the few rows' kernel reads in one round
+    # (aligned, up to 1024 packs: 4096 float32 or 8192 bfloat16 columns, 4096 rows here), are
+    # summed plain, not compensated (reduce.cu's launch_rows_unsplit): a pairwise tree over the
     # threads' packs with an add or two for the unaligned edges, so |error| <= depth * u *
     # sum|x| a row, depth <= ceil(log2(cols)) + 4.
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
@@ -1823,10 +1822,10 @@ def test_short_row_cuda_sum_error_is_within_its_tree_depth(kind, cols, dtype):
     assert_float32_sum_within(x, 1, math.ceil(math.log2(cols)) + 4)
 
 
-# How many rows take the few rows' kernel, by their packs (reduce.cu's few_rows_per_sm): up to 32
-# packs 2 rows an SM, up to 128 packs 16, up to 1024 packs 64; one row more takes another kernel.
+# How many rows take the few rows' kernel, by their packs (reduce.cu's one_round_rows_bound): up to
+# 32 packs 2 rows an SM, up to 128 packs 16, up to 256 packs 64; one row more takes another kernel.
 @requires_cuda
-@pytest.mark.parametrize("packs,per_sm", [(32, 2), (33, 16), (128, 16), (129, 64), (1024, 64)], ids=str)
+@pytest.mark.parametrize("packs,per_sm", [(32, 2), (33, 16), (128, 16), (129, 64), (256, 64)], ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
 def test_few_rows_kernel_takes_rows_up_to_its_bound(packs, per_sm, dtype):
     cols = packs * (16 // dtype.itemsize)
@@ -1836,6 +1835,28 @@ def test_few_rows_kernel_takes_rows_up_to_its_bound(packs, per_sm, dtype):
             names = cuda_kernels_run(lambda: op(x, 1))
             assert bool(launches_of(names, "reduce_few_rows_kernel")) == few, (rows, names)
         check_reductions(x, 1)
+
+
+# Past 256 packs (blocks of 4 or 8 warps) the few rows' kernel takes aligned rows at any count: 65
+# rows an SM of 257, 512, 513 and 1024 packs; 1025 packs and unaligned rows take other kernels.
+@requires_cuda
+@pytest.mark.parametrize("packs,few", [(257, True), (512, True), (513, True), (1024, True), (1025, False),
+                                       (512.5, False)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_few_rows_kernel_takes_rows_of_several_warps_at_any_count(packs, few, dtype):
+    cols = int(packs * (16 // dtype.itemsize))
+    x = make_input((rows_per_sm(65, False), cols), dtype, "cuda")
+    for op in (reduce_ops.sum, reduce_ops.amax):
+        names = cuda_kernels_run(lambda: op(x, 1))
+        assert bool(launches_of(names, "reduce_few_rows_kernel")) == few, names
+    check_reductions(x, 1)
+
+
+def unmerged_rows(rows, cols, dtype):
+    """(rows, 2, cols) sliced from (rows, 3, cols) on CUDA: reduced over its last dim, aligned rows
+    whose two kept dims do not merge into one (reduce.cu's RowsArgs.inner is 2), which the few
+    rows' kernel leaves to the others."""
+    return make_input((rows, 3, cols), dtype, "cuda")[:, :2]
 
 
 # Few long rows split over blocks (reduce.cu's launch_rows, split_pays) where a block a row would
@@ -1940,12 +1961,13 @@ def test_block_row_sums_of_one_round_add_plain(cols, plain):
     # reduce.cu's launch_rows_unsplit: float32 rows the block kernel's 256 threads read in one
     # round of 4 packs (up to 4096 values) are one pairwise tree, added plain (the bound of
     # test_short_row_cuda_sum_error_is_within_its_tree_depth); longer rows stay compensated.
-    # Many rows: a block a row by the block kernel (the few rows' kernel takes 1024 packs to 64 an SM).
-    x = make_input((rows_per_sm(65, False), cols), torch.float32, "cuda")
-    names = cuda_kernels_run(lambda: reduce_ops.sum(x, 1))
+    # Many rows whose kept dims do not merge (the few rows' kernel takes plain rows of up to 1024
+    # packs): a block a row by the block kernel.
+    x = unmerged_rows(rows_per_sm(33, False), cols, torch.float32)
+    names = cuda_kernels_run(lambda: reduce_ops.sum(x, -1))
     reducers = [a[2] for a in launches_of(names, "reduce_rows_block_kernel")]
     assert reducers and all(("PlainReducer" in r) == plain for r in reducers), names
-    check_sum(x, 1)
+    check_sum(x, -1)
 
 
 BLOCK, WARP = "reduce_rows_block_kernel", "reduce_rows_group_kernel"
@@ -1964,15 +1986,20 @@ def test_many_rows_of_one_block_round_take_the_block(cols, dtype, kernel):
     # or 576-1023 16-bit packs, go a block a row (256 threads, one round of 2-4 packs a thread),
     # unless the threads with a 4th pack end inside a warp (3300 float32 values: 825 packs, 57
     # threads; 4000: 232; bfloat16 8000: 232). Fewer packs (2044 float32 values: 511; bfloat16
-    # 4096 and 4104: 512 and 513) and unaligned rows (2050, 6501) stay on the warp kernel. Past 64
-    # rows an SM: the aligned ones take the few rows' kernel up to there.
-    x = make_input((rows_per_sm(65, False), cols), dtype, "cuda")
+    # 4096 and 4104: 512 and 513) and unaligned rows (2050, 6501) stay on the warp kernel. Since
+    # the few rows' kernel takes plain aligned rows of these lengths at any count, the rule acts on
+    # rows whose kept dims do not merge (unmerged_rows); the plain ones take the few rows' kernel.
+    aligned = cols * dtype.itemsize % 16 == 0
+    plain = make_input((rows_per_sm(65, False), cols), dtype, "cuda")
+    x = unmerged_rows(rows_per_sm(33, False), cols, dtype)
     for op in (reduce_ops.sum, reduce_ops.amax):
-        names = cuda_kernels_run(lambda: op(x, 1))
-        assert launches_of(names, kernel), names
+        names = cuda_kernels_run(lambda: op(x, -1))
+        assert launches_of(names, kernel) and not launches_of(names, "reduce_few_rows_kernel"), names
         if kernel == BLOCK:
-            assert {block for _, block in cuda_launch_dims(lambda: op(x, 1), BLOCK)} == {(256, 1, 1)}
-    check_reductions(x, 1)
+            assert {block for _, block in cuda_launch_dims(lambda: op(x, -1), BLOCK)} == {(256, 1, 1)}
+        assert bool(launches_of(cuda_kernels_run(lambda: op(plain, 1)), "reduce_few_rows_kernel")) == aligned
+    check_reductions(x, -1)
+    check_reductions(plain, 1)
 
 
 @requires_cuda

@@ -578,6 +578,27 @@ def test_reduce_scale_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols
     assert_exactly_equal(out, other_out)
 
 
+# ReduceScale's shorter block rows (softmax_launch.h's launch_block): 16-bit rows of 256-1024
+# 16-byte packs (2048-8192 values, the peeled 4099 too) and float32 rows of 256-511 (1024-2044
+# values, at any count: softmax's 4-pack rule past a wave is not ReduceScale's) at 2 packs a thread,
+# float32 rows of 512-1024 packs (2048-4096 values) at 4 where their loads are not marked. No block
+# loads its next row ahead (kAhead none). The absmax or a NaN in the peeled edges.
+@requires_cuda
+@pytest.mark.parametrize("dtype,cols,per_sm,packs", [
+    (torch.bfloat16, 2048, 1, "2"), (torch.bfloat16, 4096, 1, "2"), (torch.bfloat16, 4099, 1, "2"),
+    (torch.bfloat16, 8192, 1, "2"), (torch.float16, 6144, 1, "2"), (torch.float32, 1024, 64, "2"),
+    (torch.float32, 2044, 64, "2"), (torch.float32, 2048, 1, "4"), (torch.float32, 4095, 1, "4")], ids=str)
+def test_reduce_scale_short_block_rows_on_2_or_4_packs(monkeypatch, dtype, cols, per_sm, packs):
+    clear_row_knobs(monkeypatch)
+    force_row_strategy(monkeypatch, "block")
+    x = peeled_edge_rows(make_input((rows_per_sm(per_sm, False), cols), dtype, "cuda"), 1000.0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        blocks = launches_of(cuda_kernels_run(lambda: reduce_ops.reduce_scale(x)), "row_norm_regs_kernel")
+        assert [a[5] for a in blocks] == [packs] and all(a[7].endswith(")0") for a in blocks), blocks
+    check_reduce_scale(x, eps=1e-3)
+    check_reduce_scale_(x.clone(), eps=1e-3)
+
+
 # Rows that fit a block take cluster_row where they are few (softmax_launch.h's
 # cluster_row_before_block), else a block: 16-bit rows from 12288 values under 24 rows an SM
 # (aligned or peeled), aligned float32 rows from 12288 under 8; shorter rows a block, and peeled

@@ -441,7 +441,12 @@ def special_rows(x):
 @pytest.mark.parametrize("strategy,shape", MARKED_LOAD_CASES, ids=str)
 def test_softmax_rows_loaded_marked_or_plain(monkeypatch, dtype, strategy, shape):
     # Loads marked evict_last in the L2 (conftest.MARKED_LOAD_CASES) or plain: each as torch's,
-    # the same bits either way.
+    # the same bits either way. The block takes 4- and 8-byte rows of 512-1024 16-byte packs at 4
+    # packs a thread where unmarked, 2 where marked (softmax_launch.h's launch_block), which sums in
+    # another order: both at 2 here (float32 4099), so that only the marks differ.
+    packs = shape[1] * dtype.itemsize // 16
+    if strategy == "block" and dtype.itemsize >= 4 and 512 <= packs <= 1024:
+        monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "2")
     x = special_rows(make_input(shape, dtype, "cuda"))
     force_load_marks(monkeypatch, strategy, "marked")
     marked = check_softmax(x, -1)
@@ -539,6 +544,32 @@ def test_softmax_16_bit_block_rows_on_4_or_8_packs(monkeypatch, dtype, cols, pac
         assert [a[5] for a in launches_of(names, "row_norm_regs_kernel")] == [packs], names
     check_softmax(x, -1)
     monkeypatch.setenv("REDUCE_OPS_BLOCK_PACKS", "8" if packs == "4" else "4")
+    check_softmax(x, -1)
+
+
+# 4- and 8-byte rows in the block per row (softmax_launch.h's launch_block): rows of 512-1024
+# 16-byte packs (float32 2048-4096 values, peeled ones too; float64 1024-2048) at 4 packs a thread
+# where their loads are not marked, else 2 (REDUCE_OPS_ROW_LOAD=marked); float32 rows of 256-511
+# packs (1024-2044 values, the peeled 1025) at 4 only past a wave of their 2-pack blocks and 2
+# rows an SM more: 2 on a row an SM, 4 on 64 (at most 64 warps of blocks an SM: 16 of 1024 values,
+# 8 of 2044). No block loads its next row ahead (kAhead none).
+@requires_cuda
+@pytest.mark.parametrize("dtype,cols,per_sm,marks,packs", [
+    (torch.float32, 2048, 1, "auto", "4"), (torch.float32, 4096, 1, "auto", "4"), (torch.float32, 2049, 1, "auto", "4"),
+    (torch.float32, 4095, 1, "auto", "4"), (torch.float32, 4096, 1, "marked", "2"), (torch.float32, 2049, 1, "marked", "2"),
+    (torch.float64, 1024, 1, "auto", "4"), (torch.float64, 2048, 1, "auto", "4"), (torch.float64, 1024, 1, "marked", "2"),
+    (torch.float32, 1024, 1, "auto", "2"), (torch.float32, 2044, 1, "auto", "2"), (torch.float32, 1024, 64, "auto", "4"),
+    (torch.float32, 1024, 64, "marked", "4"), (torch.float32, 2044, 64, "auto", "4"), (torch.float32, 1025, 64, "auto", "4"),
+    (torch.float32, 4096, 64, "marked", "2")], ids=str)
+def test_softmax_wide_value_block_rows_on_2_or_4_packs(monkeypatch, dtype, cols, per_sm, marks, packs):
+    clear_row_knobs(monkeypatch)
+    force_row_strategy(monkeypatch, "block")
+    if marks == "marked":
+        monkeypatch.setenv("REDUCE_OPS_ROW_LOAD", "marked")
+    x = peeled_edge_rows(make_input((rows_per_sm(per_sm, False), cols), dtype, "cuda"), 30.0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        blocks = launches_of(cuda_kernels_run(lambda: reduce_ops.softmax(x, -1)), "row_norm_regs_kernel")
+        assert [a[5] for a in blocks] == [packs] and all(a[7].endswith(")0") for a in blocks), blocks
     check_softmax(x, -1)
 
 

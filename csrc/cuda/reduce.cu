@@ -267,20 +267,20 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     }
   };
   // Short rows: lanes per row so that each lane reads at most 4 packs, all in flight at once.
-  // Medium rows (under 32 packs a lane), when there are 8 rows an SM or more: a warp per row
-  // with 8 packs in flight a lane; a block per row pays two barriers a row and held one pack
-  // a thread (H200, 65536 x 1024 float32 by block per row: 46% of copy). The bound was 32 rows an
-  // SM, never measured. H200, sums, 32 -> 8 rows an SM, separate processes, CUDA graph / eager
-  // (bench.py's timer), us (h200_study/session107.txt, call 8): float32 4096 x 1000 7.95 -> 5.86 /
-  // 10.83 -> 8.64, 2048 x 768 4.75 -> 3.61 / 7.73 -> 6.45, 1100 x 1000 3.83 -> 3.18, 2048 x 4000
-  // 10.76 -> 9.51, 2048 x 2000 6.10 -> 5.93; bfloat16 3000 x 1500 8.73 -> 5.02 / 11.68 -> 7.96,
-  // 2048 x 2000 5.44 -> 4.43 (torch.compile in call 7: float32 4096 x 1000 5.64, bfloat16 2048 x
-  // 2000 4.72). 1024 rows, forced (call 7): float32 1000 3.34 -> 3.14, left to the block. Since
-  // session 108 aligned rows of up to 1024 packs take the few rows' kernel first up to 64 rows an
-  // SM (few_short_rows, below), faster than either; the rule is left to unaligned rows and those
-  // past that, where under 8 rows an SM it was not measured on the aligned rows' side (bfloat16
-  // 1024 x 1500, block -> warp forced: sum 4.39 -> 3.39, amax 3.98 -> 3.64; 512 x 1500 sum 3.22 ->
-  // 2.95, amax 3.13 -> 3.21; session108.txt, call 1).
+  // Medium rows (under 32 packs a lane), when there are 8 rows an SM or more: a warp per row with 8
+  // packs in flight a lane; a block per row pays two barriers a row and held one pack a thread
+  // (H200, 65536 x 1024 float32 by block per row: 46% of copy). The bound was 32 rows an SM, never
+  // measured. H200, sums, 32 -> 8 rows an SM, separate processes, CUDA graph / eager (bench.py's
+  // timer), us (h200_study/session107.txt, call 8): float32 4096 x 1000 7.95 -> 5.86 / 10.83 ->
+  // 8.64, 2048 x 768 4.75 -> 3.61 / 7.73 -> 6.45, 1100 x 1000 3.83 -> 3.18, 2048 x 4000 10.76 ->
+  // 9.51, 2048 x 2000 6.10 -> 5.93; bfloat16 3000 x 1500 8.73 -> 5.02 / 11.68 -> 7.96, 2048 x 2000
+  // 5.44 -> 4.43 (torch.compile in call 7: float32 4096 x 1000 5.64, bfloat16 2048 x 2000 4.72).
+  // 1024 rows, forced (call 7): float32 1000 3.34 -> 3.14, left to the block. Since sessions
+  // 108-109 aligned rows of up to 1024 packs take the few rows' kernel first (up to 64 rows an SM
+  // to 256 packs, any count past that: one_round_rows, below), faster than either; the rule is left
+  // to unaligned rows and those past that, where under 8 rows an SM it was not measured on the
+  // aligned rows' side (bfloat16 1024 x 1500, block -> warp forced: sum 4.39 -> 3.39, amax 3.98 ->
+  // 3.64; 512 x 1500 sum 3.22 -> 2.95, amax 3.13 -> 3.21; session108.txt, call 1).
   const bool many_rows = a.rows >= 8 * sm_count();
   // Rows shorter than a pack, dense (or one row): a thread a pack's worth of rows
   // (reduce_tiny_rows_kernel). H200, us, the group kernel's unaligned path -> this
@@ -395,21 +395,35 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // graph, float32 sums, us, compensated -> plain (h200_study/session82.txt, section 1): 1024
   // whole 1.85 -> 1.77 (torch 2.44), 4096 whole 1.98 -> 1.93, 64 x 4096 over dim -1 2.24 -> 2.16,
   // 256 x 1024 2.16 -> 2.08.
-  // The bound on rows was 2 an SM, measured on one side only. Past it, H200, CUDA graphs, sums,
-  // us, the kernels chosen before (a block a row, the warp from 8 rows an SM, 16- and 32-lane
-  // groups) -> this (a timing-only knob; h200_study/session108.txt, calls 4 and 5): float32 528 x
-  // 1000 2.85 -> 2.46, 1024 x 1000 3.34 -> 2.96, 8192 x 1000 9.52 -> 9.35, 528 x 4096 4.35 ->
-  // 3.97, 4096 x 4096 17.35 -> 16.91, 528 x 512 2.39 -> 2.10; bfloat16 1024 x 2048 3.52 -> 3.06,
-  // 8192 x 2048 9.89 -> 9.60, 4096 x 8192 17.68 -> 16.98, 1024 x 1024 2.71 -> 2.49, 1024 x 512
-  // 2.39 -> 2.23, 2048 x 512 2.75 -> 2.71 (amaxes alike). Rows of up to 128 packs lost from 4096
-  // rows (float32 4096 x 512 4.22 -> 4.28, 8192 x 256 4.29 -> 6.46; bfloat16 4096 x 512 3.30 ->
-  // 3.95): one-warp blocks a row, likely bound by the rate at which the SMs take up blocks (not
-  // profiled). So: up to 32 packs 2 rows an SM (rows past it not measured), up to 128 packs 16,
-  // past that 64 (8192 rows measured; none past).
-  const int64_t few_rows_per_sm = packs <= kWarpSize ? 2 : packs <= 4 * kWarpSize ? 16 : 64;
-  const bool few_short_rows =
-      a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= few_rows_per_sm * sm_count();
-  if (few_short_rows && !forced.any()) {
+  // The bound on rows was 2 an SM, measured on one side only. Past it, H200, CUDA graphs, sums, us,
+  // the kernels chosen before (a block a row, the warp from 8 rows an SM, 16- and 32-lane groups)
+  // -> this (a timing-only knob; h200_study/session108.txt, calls 4 and 5): float32 528 x 1000 2.85
+  // -> 2.46, 1024 x 1000 3.34 -> 2.96, 8192 x 1000 9.52 -> 9.35, 528 x 4096 4.35 -> 3.97, 4096 x
+  // 4096 17.35 -> 16.91, 528 x 512 2.39 -> 2.10; bfloat16 1024 x 2048 3.52 -> 3.06, 8192 x 2048
+  // 9.89 -> 9.60, 4096 x 8192 17.68 -> 16.98, 1024 x 1024 2.71 -> 2.49, 1024 x 512 2.39 -> 2.23,
+  // 2048 x 512 2.75 -> 2.71 (amaxes alike). Rows of up to 128 packs lost from 4096 rows (float32
+  // 4096 x 512 4.22 -> 4.28, 8192 x 256 4.29 -> 6.46; bfloat16 4096 x 512 3.30 -> 3.95): one-warp
+  // blocks a row, likely bound by the rate at which the SMs take up blocks (not profiled). So: up
+  // to 32 packs 2 rows an SM, up to 128 packs 16, up to 256 packs 64, past that (blocks of 4 or 8
+  // warps) any count. Past those bounds, H200, CUDA graphs, sums, us, the kernels chosen before
+  // (the warp, or the block's one round where block_round holds; a block a row past 1023 packs) ->
+  // this (h200_study/session109.txt, calls 1-3): float32 rows of 257-1024 packs 65536 x 1536 91.95
+  // -> 91.20, 131072 x 1100 131.55 -> 129.48, 40000 x 1300 49.24 -> 48.50, 12000 x 3000 34.26 ->
+  // 33.91, 16384 x 4096 60.62 -> 60.25; bfloat16 32768 x 3000 48.41 -> 46.07, 12000 x 3000 20.34 ->
+  // 18.60, 16384 x 4096 32.78 -> 31.46, 131072 x 4096 242.29 -> 237.18, 16384 x 8192 61.02 ->
+  // 60.16; even at bfloat16 16384 x 6000 (45.76 -> 45.78, amax 45.70 -> 45.91). One-warp rows past
+  // 64 an SM were mixed (float32 16896 x 1000 17.44 -> 17.23, 20000 x 1024 20.62 -> 20.36, but
+  // 16896 x 600 11.38 -> 12.34, 67584 x 600 38.59 -> 43.32), and rows of up to 128 packs lost past
+  // 16 an SM (bfloat16 12000 x 800 7.04 -> 9.10; float32 3168 x 256 3.05 -> 3.38; 2640 x 512 the
+  // exception, 3.53 -> 3.39), as did rows of up to 32 packs past 2 an SM, but for float32 rows of
+  // 32 packs up to 8 an SM (1056 x 128 2.08 -> 2.02; 2112 x 128 2.16 -> 2.67).
+  const int64_t one_round_rows_bound = packs <= kWarpSize       ? 2 * sm_count()
+                                       : packs <= 4 * kWarpSize ? 16 * sm_count()
+                                       : packs <= 8 * kWarpSize ? 64 * sm_count()
+                                                                : kMaxGridBlocks;
+  const bool one_round_rows =
+      a.aligned && a.inner == 1 && packs <= 32 * kWarpSize && a.rows <= one_round_rows_bound;
+  if (one_round_rows && !forced.any()) {
     auto launch = [&](auto warps_tag, auto packs_tag) {
       constexpr int kWarps = decltype(warps_tag)::value, kPacks = decltype(packs_tag)::value;
       reduce_few_rows_kernel<In, Out, Tree, kWarps, kPacks>
@@ -448,23 +462,26 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
     if (packs <= 32) return group(Int<8>{}, Int<4>{});
     if (packs <= 64) return group(Int<16>{}, Int<4>{});
     if (packs <= 128) return group(Int<32>{}, Int<4>{});
-    // Past that, the warp only while a block's threads would get under 4 packs each (one round
-    // of the block kernel's 4 in flight). H200, 16384 x 4096 float32 (1024 packs), block vs
-    // warp: amax 101% vs 95% of copy, sum 99% vs 99%; the warp kernel's 8 loads a lane are
-    // interleaved with their maxes by ptxas (3 or 4 in flight). bfloat16 at 4096 (512 packs,
-    // 2 a thread): block 61-70%, warp 87-89%. The block now loads a thread's 2-4 packs as one
-    // round and folds them as a plain tree: aligned rows of 512-1023 float32 packs (2048-4092
-    // values) or 576-1023 16-bit packs (block_round) take it, unless the threads with a 4th pack
-    // end inside a warp: a measured rule, its cause unknown (that warp's two trips, the 4-pack
-    // lanes' round and then the others', are not it: a round taken a warp at a time lost more,
-    // session80.txt section 9). H200, us, warp -> block (torch.compile; h200_study/session79.txt
-    // section 6, session80.txt sections 1-3): float32 sums 32768 x 2048 65.18 -> 63.17 (62.40),
-    // 16384 x 2080 36.18 -> 34.51 (39.97), 16384 x 3200 (800 packs) 51.68 -> 50.24 (49.98), 16384
-    // x 3968 62.05 -> 61.26 (60.35); bfloat16 16384 x 4608 40.14 -> 37.81 (43.84), 16384 x 6400
-    // 53.54 -> 50.40 (51.04). Split warps lose: float32 16384 x 3300 (825 packs) 53.18 -> 56.32, 16384 x
-    // 4000 62.53 -> 63.90, bfloat16 16384 x 8000 63.42 -> 69.20; so do 16-bit rows of 512-513
-    // packs (bfloat16 16384 x 4096 35.39 -> 35.79) and unaligned rows (float32 16384 x 2050 34.40
-    // -> 36.51, bfloat16 16384 x 6501 55.90 -> 63.04).
+    // Past that, the warp only while a block's threads would get under 4 packs each (one round of
+    // the block kernel's 4 in flight). H200, 16384 x 4096 float32 (1024 packs), block vs warp: amax
+    // 101% vs 95% of copy, sum 99% vs 99%; the warp kernel's 8 loads a lane are interleaved with
+    // their maxes by ptxas (3 or 4 in flight). bfloat16 at 4096 (512 packs, 2 a thread): block
+    // 61-70%, warp 87-89%. The block now loads a thread's 2-4 packs as one round and folds them as
+    // a plain tree: aligned rows of 512-1023 float32 packs (2048-4092 values) or 576-1023 16-bit
+    // packs (block_round) take it, unless the threads with a 4th pack end inside a warp: a measured
+    // rule, its cause unknown (that warp's two trips, the 4-pack lanes' round and then the others',
+    // are not it: a round taken a warp at a time lost more, session80.txt section 9). H200, us,
+    // warp -> block (torch.compile; h200_study/session79.txt section 6, session80.txt sections
+    // 1-3): float32 sums 32768 x 2048 65.18 -> 63.17 (62.40), 16384 x 2080 36.18 -> 34.51 (39.97),
+    // 16384 x 3200 (800 packs) 51.68 -> 50.24 (49.98), 16384 x 3968 62.05 -> 61.26 (60.35);
+    // bfloat16 16384 x 4608 40.14 -> 37.81 (43.84), 16384 x 6400 53.54 -> 50.40 (51.04). Split
+    // warps lose: float32 16384 x 3300 (825 packs) 53.18 -> 56.32, 16384 x 4000 62.53 -> 63.90,
+    // bfloat16 16384 x 8000 63.42 -> 69.20; so do 16-bit rows of 512-513 packs (bfloat16 16384 x
+    // 4096 35.39 -> 35.79) and unaligned rows (float32 16384 x 2050 34.40 -> 36.51, bfloat16 16384
+    // x 6501 55.90 -> 63.04). Since session 109 the few rows' kernel takes every aligned plain row
+    // of up to 1024 packs past 256 first (one_round_rows, above, faster still); block_round is left
+    // to aligned rows of two kept dims that do not merge (a.inner > 1: the last dim of (R, 2, C)
+    // sliced from (R, 3, C)).
     const int64_t fourth_packs = packs - 3 * kRowsBlockThreads;  // threads with a 4th pack, if > 0
     const bool block_round = a.aligned && (kMaxVec<In> == 4 || kMaxVec<In> == 8) &&
                              packs >= 2 * kRowsBlockThreads + (kMaxVec<In> == 8 ? 2 * kWarpSize : 0) &&

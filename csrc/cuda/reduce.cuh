@@ -1,8 +1,8 @@
 // Reduction algorithms (sum, max) over the strided views of ops.h.
 //
-//   reduce_few_rows_kernel    few aligned rows of at most 1024 packs (up to two per SM): a block of
-//                             1, 4 or 8 warps per row, every pack loaded at once, latency first
-//                             (small tensors reduced whole).
+//   reduce_few_rows_kernel    aligned rows of at most 1024 packs (up to 2, 16 or 64 an SM of up to
+//                             32, 128 or 256 packs; any count past that): a block of 1, 4 or 8
+//                             warps per row, every pack loaded at once (one round).
 //   reduce_short_rows_kernel  rows of at most 32 packs: kWidth lanes take kRows rows at once, a
 //                             pack of each per lane. Aligned rows by 16-byte packs; rows that are
 //                             not (length, start or stride) by 8-, 4- or 2-byte packs.

@@ -241,8 +241,8 @@ struct MaxFold {
 };
 
 // Packs per thread of each row up to which the warp kernels (this file's and
-// softmax_backward.cuh's) and, where the launcher asks, the block-per-row register kernel load
-// their next row into registers (Ahead::kRegisters): 2 packs (8 registers a row) keep them
+// softmax_backward.cuh's) and, under REDUCE_OPS_AHEAD=registers, the block-per-row register kernel
+// load their next row into registers (Ahead::kRegisters): 2 packs (8 registers a row) keep them
 // within the registers that let their blocks fill an SM.
 constexpr int kMaxPrefetchPacks = 2;
 

@@ -675,7 +675,7 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // 2048 (128-thread blocks) 2%. REDUCE_OPS_BLOCK_WAVES=<n>|off (a developer knob, for
     // measurement): n waves, or a block a row.
     const bool small_rows = g.cols * static_cast<int64_t>(sizeof(In) + sizeof(Out)) <= kSmallBlockRowBytes;
-    auto run = [&](auto packs_tag, Ahead automatic) {
+    auto run = [&](auto packs_tag) {
       constexpr int kPacks = decltype(packs_tag)::value;
       if constexpr (kVec * sizeof(In) == 16) {
         if (last_loads) {
@@ -686,8 +686,10 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
           return;
         }
       }
-      // Registers or nothing: the bulk copy (Ahead::kShared) lost here (launch_cluster).
-      with_ahead<kPacks <= kMaxPrefetchPacks, false>(automatic, [&](auto ahead_tag) {
+      // The next row is not loaded ahead (see the 2-pack rows below); REDUCE_OPS_AHEAD=registers
+      // still loads it into registers where the kernel has them. The bulk copy (Ahead::kShared)
+      // lost here (launch_cluster).
+      with_ahead<kPacks <= kMaxPrefetchPacks, false>(Ahead::kNone, [&](auto ahead_tag) {
         auto kernel =
             row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, decltype(ahead_tag)::value, false, kPeeled>;
         const int threads = warps_of_threads(packs, kPacks);
@@ -695,19 +697,12 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
         kernel<<<grid, threads, 0, stream>>>(x, y, g, policy, 0u);
       });
     };
-    // Blocks of 256+ threads load their next row ahead (H200, 16384 x 4096 bfloat16 softmax:
-    // 80% -> 86% of copy, when blocks looped over rows); 64-thread blocks lost more to their
-    // registers than they gained (65536 x 1024 bfloat16 softmax: 80% -> 74%). With one block per
-    // row (row_kernel_grid) there is no next row, but the mode still loads the row into NextRow's
-    // registers before the loop; 16384 x 4096 bfloat16 softmax kept 86-87% of copy with it
-    // against 84-85% without (REDUCE_OPS_AHEAD=none, two runs, h200_study/tune_rows_grids.txt).
     // REDUCE_OPS_BLOCK_PACKS=2|4|8 (a developer knob, for measurement) forces the packs per thread
     // where the row fits that many in kMaxRegThreads threads.
-    const Ahead two_packs_ahead = packs >= 2 * 256 ? Ahead::kRegisters : Ahead::kNone;
     const int64_t forced = env_positive("REDUCE_OPS_BLOCK_PACKS", 0);
-    if (forced == 2 && packs <= 2 * kMaxRegThreads) return run(Int<2>{}, two_packs_ahead);
-    if (forced == 4 && packs <= 4 * kMaxRegThreads) return run(Int<4>{}, Ahead::kNone);
-    if (forced == 8) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    if (forced == 2 && packs <= 2 * kMaxRegThreads) return run(Int<2>{});
+    if (forced == 4 && packs <= 4 * kMaxRegThreads) return run(Int<4>{});
+    if (forced == 8) return run(Int<kMaxRegPacks<Acc>>{});
     // Rows whose 8-pack block would take more than kPreferredRegThreads threads, short of a full
     // kMaxRegThreads: half of each thread's packs staged in shared memory (row_norm_regs_kernel's
     // kStaged), so that the block keeps to kPreferredRegThreads or fewer and two blocks share an
@@ -761,47 +756,73 @@ void launch_block(const In* x, Out* y, const RowGeometry& g, const Policy& polic
     // in session 18). Shorter 16-bit ReduceScale rows keep the rule below (2 packs; 8 lost at 16384
     // x 4096, 66.62 -> 67.58, session 70).
     constexpr int64_t kSoftmaxFourPacksFrom = 216;
+    // The blocks of kPacks packs a thread (the kernel run() launches) an SM holds at once.
+    auto resident = [&](auto packs_tag) {
+      constexpr int kPacks = decltype(packs_tag)::value;
+      return with_marked_loads<kVec * sizeof(In) == 16>(last_loads, [&](auto last) {
+        auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, false, kPeeled,
+                                           decltype(last)::value>;
+        return int64_t{resident_blocks(kernel, warps_of_threads(packs, kPacks), 0)};
+      });
+    };
     if constexpr (sizeof(In) == 2) {
       if constexpr (kVec * sizeof(In) == 16) {
         constexpr int kMost = kMaxRegPacks<Acc>;
         const int64_t from = Policy::kNeedsSum ? kSoftmaxFourPacksFrom : 2 * kPreferredRegThreads + 1;
         if (packs >= from && packs <= 4 * kPreferredRegThreads) {
           auto resident_warps = [&](auto packs_tag) {
-            constexpr int kPacks = decltype(packs_tag)::value;
-            const int threads = warps_of_threads(packs, kPacks);
-            return with_marked_loads<true>(last_loads, [&](auto last) {
-              auto kernel = row_norm_regs_kernel<In, Out, Acc, Policy, kVec, kPacks, false, Ahead::kNone, false,
-                                                 kPeeled, decltype(last)::value>;
-              return resident_blocks(kernel, threads, 0) * (threads / kWarpSize);
-            });
+            return resident(packs_tag) * (warps_of_threads(packs, decltype(packs_tag)::value) / kWarpSize);
           };
-          if (resident_warps(Int<4>{}) > resident_warps(Int<kMost>{})) return run(Int<4>{}, Ahead::kNone);
-          return run(Int<kMost>{}, Ahead::kNone);
+          if (resident_warps(Int<4>{}) > resident_warps(Int<kMost>{})) return run(Int<4>{});
+          return run(Int<kMost>{});
         }
       }
-      if constexpr (Policy::kNeedsSum) return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+      if constexpr (Policy::kNeedsSum) return run(Int<kMaxRegPacks<Acc>>{});
     }
-    // Aligned float32 rows of 512-1024 packs (2048-4096 values) whose loads are not marked (under
-    // kMarkedTrafficL2s of traffic): 4 packs a thread, not 2 with the next row ahead. H200
-    // (rows_ab.py, 4 inputs in turn; h200_study/session108.txt, calls 3 and 4), us, 2 packs ahead
-    // -> 4 (REDUCE_OPS_BLOCK_PACKS=4): softmax 8192 x 2048 38.11 -> 36.74, 4096 x 2048 21.98 ->
-    // 20.90, 2048 x 3072 17.82 -> 16.96, 1024 x 4096 13.98 -> 12.90, 4096 x 4096 37.95 -> 37.22;
-    // ReduceScale 8192 x 2048 38.21 -> 37.82, 4096 x 2048 22.05 -> 21.60, 1024 x 4096 13.66 ->
-    // 13.41, 4096 x 4096 37.92 -> 37.86. 2 packs without the next row ahead sat between (softmax
-    // 8192 x 2048 37.82). Marked rows keep 2 packs, as 512 threads of them beat 256 of 4 there
-    // (call 2: softmax 16384 x 4096 128.45 against 128.96, 16384 x 3072 97.70 against 97.89;
-    // ReduceScale 16384 x 4096 128.64 against 129.09), and so do shorter rows, where the next row
-    // is not loaded ahead (call 4, 16384 x 1024 under the marks: ReduceScale 37.07 against 37.12;
-    // softmax 36.88 against 36.42, a gain not taken). Peeled rows would gain too (call 6, 2 -> 4
-    // forced: softmax 2048 x 4095 24.16 -> 21.98, ReduceScale 23.39 -> 22.08), not taken: no build
-    // that takes them has run on a GPU.
-    if constexpr (sizeof(In) == 4 && !kPeeled) {
-      const bool two_ahead = two_packs_ahead == Ahead::kRegisters && packs <= 2 * kPreferredRegThreads;
-      if (two_ahead && !last_loads) return run(Int<4>{}, Ahead::kNone);
+    // Rows of 4- and 8-byte values (float32, float64) of 512-1024 packs whose loads are not marked
+    // (under kMarkedTrafficL2s of traffic): 4 packs a thread, not 2. H200 (rows_ab.py, 4 inputs in
+    // turn), us, 2 packs with the next row ahead (as then) -> 4 (REDUCE_OPS_BLOCK_PACKS=4): float32
+    // (h200_study/session108.txt, calls 3 and 4) softmax 8192 x 2048 38.11 -> 36.74, 4096 x 2048
+    // 21.98 -> 20.90, 2048 x 3072 17.82 -> 16.96, 1024 x 4096 13.98 -> 12.90, 4096 x 4096 37.95 ->
+    // 37.22; ReduceScale 8192 x 2048 38.21 -> 37.82, 4096 x 2048 22.05 -> 21.60, 1024 x 4096 13.66
+    // -> 13.41, 4096 x 4096 37.92 -> 37.86; peeled (session109.txt, call 1; 2 packs forced -> 4)
+    // softmax 2048 x 4095 23.78 -> 21.70, 4096 x 4095 41.22 -> 37.82, 8192 x 2049 38.96 -> 37.60,
+    // ReduceScale 2048 x 4095 23.26 -> 21.94, 4096 x 4095 40.00 -> 37.98; float64 (call 2) softmax
+    // 4096 x 1024 34.82 -> 22.98, 8192 x 1024 63.23 -> 38.96, 1024 x 2048 20.96 -> 15.81,
+    // ReduceScale 4096 x 1024 22.27 -> 21.54, 1024 x 2048 14.74 -> 13.31 (2 packs without the next
+    // row: 23.52, 40.38, 16.00; 21.89, 13.97; float64 ReduceScale 1024 x 1024 the one loss, 9.28
+    // against 9.47). Marked rows keep 2 packs, as 512 threads of them beat 256 of 4 there
+    // (session108.txt, call 2: float32 softmax 16384 x 4096 128.45 against 128.96, 16384 x 3072
+    // 97.70 against 97.89; ReduceScale 16384 x 4096 128.64 against 129.09).
+    if constexpr (sizeof(In) >= 4) {
+      if (!last_loads && packs >= 2 * 256 && packs <= 2 * kPreferredRegThreads) return run(Int<4>{});
     }
-    if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{}, two_packs_ahead);
-    if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{}, Ahead::kNone);
-    return run(Int<kMaxRegPacks<Acc>>{}, Ahead::kNone);
+    // Float32 softmax rows of 256-511 packs (1024-2044 values), where the rows pass one wave of
+    // their 2-pack blocks by more than 2 rows an SM: 4 packs. Within that, the twice as many
+    // threads of 2 packs keep more loads in flight; past it, their second wave costs more (the
+    // 2-pack blocks, 30 registers, hold 64 warps an SM: a wave of 16 blocks an SM of 1024 values,
+    // 10 of 1536, 8 of 2000). H200 (session109.txt, calls 1-3), us, 2 -> 4 packs: 1024 values, 2560
+    // rows 10.34 -> 10.08, 3072 11.39 -> 10.82, 4096 13.25 -> 12.64, 8192 21.22 -> 20.67, 16384
+    // 36.80 -> 36.22, 32768 (marked) 66.85 -> 66.40; 1536 values, 2048 rows 11.41 -> 10.82, 4096
+    // 17.30 -> 16.64, 16384 (marked) 51.42 -> 51.02; 2000 values, 2048 rows 13.31 -> 13.12, 8192
+    // 36.51 -> 35.90. Losses at a wave and a quarter or less: 1024 values, 2048 rows 8.83 -> 9.15,
+    // 2376 9.63 -> 9.79; 1536, 1584 rows 9.57 -> 9.89; 2000, 1320 rows 10.11 -> 10.50. ReduceScale
+    // was mixed (2560 x 1024 10.34 -> 9.86, 4096 x 1024 13.15 -> 13.28, 2048 x 2000 13.25 ->
+    // 13.34): 2 packs.
+    if constexpr (sizeof(In) == 4 && Policy::kNeedsSum) {
+      if (packs >= 256 && packs < 2 * 256 && g.rows > (resident(Int<2>{}) + 2) * sm_count()) return run(Int<4>{});
+    }
+    // Elsewhere 2 packs a thread, without the next row loaded ahead: it lost wherever it still
+    // applied (rows of 512 packs or more on 2 packs), us, ahead -> not (REDUCE_OPS_AHEAD=none;
+    // session109.txt, calls 1 and 2): bfloat16 ReduceScale 1024 x 8192 14.14 -> 13.54, 4096 x 8192
+    // 39.39 -> 37.82, 4096 x 5120 27.74 -> 25.60, 4096 x 7168 36.67 -> 33.70, 1024 x 4096 9.47 ->
+    // 9.06, 2048 x 4096 13.73 -> 13.46, peeled 8192 x 4099 42.16 -> 38.11 (8192 x 4096 even: 37.70
+    // -> 37.92, 38.08 -> 38.00); float16 alike; float64 (above) too. It had gained where blocks
+    // looped over rows (bfloat16 softmax 16384 x 4096: 80% -> 86% of copy,
+    // h200_study/tune_rows_grids.txt), before one block a row and the marked loads.
+    if (packs <= 2 * kPreferredRegThreads) return run(Int<2>{});
+    if (packs <= 4 * kPreferredRegThreads) return run(Int<4>{});
+    return run(Int<kMaxRegPacks<Acc>>{});
   }
 }
 
