@@ -1693,7 +1693,7 @@ def test_unaligned_columns_of_a_slice(monkeypatch, mode, dtype):
 
 # The automatic rule past the sizes above: packed row groups for 2- and 4-byte inputs from 3 MB
 # (groups of at most 256 packs: 77 columns; 49152 x 77 is 7.6 MB in 16 bits, 131072 x 77 20 MB),
-# row groups (two launches) for wider 16-bit groups from 48 MiB (1002 columns: 501 packs; in
+# row groups (two launches) for wider 16-bit groups from 27 MiB (1002 columns: 501 packs; in
 # float32 the one-element kernel); "off" turns both off (the one-element kernel), for the same
 # answer.
 @requires_cuda
@@ -1750,6 +1750,23 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
         assert rounds == ["16"], names
     else:
         assert "16" not in rounds and launches_of(names, "fold_row_groups_kernel"), names
+    check_sum(x, 0)
+    check_amax(x, 0)
+
+
+# 16-bit columns whose row group is more than 256 packs (reduce.cu's kRowGroupsWide16BitBytes):
+# row groups (their second launch, fold_row_groups_kernel) from 27 MiB of input, the one-element
+# kernel below it: 1002 columns (4 rows a group, 501 packs) of 14336 rows (28.7 MB), of 14128 (the
+# fewest groups at 27 MiB or more) and 14124 (one group fewer), and of 12288 (24.6 MB).
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
+@pytest.mark.parametrize("rows,groups", [(14336, True), (14128, True), (14124, False), (12288, False)], ids=str)
+def test_wide_16_bit_row_groups_from_27_mib(monkeypatch, dtype, rows, groups):
+    clear_column_knobs(monkeypatch)
+    x = make_input((rows, 1002), dtype, "cuda")
+    assert (x.numel() * 2 >= 27 << 20) == groups
+    for op in (reduce_ops.sum, reduce_ops.amax):
+        assert bool(launches_of(cuda_kernels_run(lambda: op(x, 0)), "fold_row_groups_kernel")) == groups
     check_sum(x, 0)
     check_amax(x, 0)
 
@@ -2000,6 +2017,23 @@ def test_many_rows_of_one_block_round_take_the_block(cols, dtype, kernel):
         assert bool(launches_of(cuda_kernels_run(lambda: op(plain, 1)), "reduce_few_rows_kernel")) == aligned
     check_reductions(x, -1)
     check_reductions(plain, 1)
+
+
+# Medium rows the few rows' kernel does not take (unaligned here) go a warp a row from 8 rows an
+# SM, or from 2 where they are at most 256 packs (the warp's one round of 8 packs a lane; reduce.cu's
+# many_rows), else a block a row: float32 rows of 1001 values (251 packs) at 2 rows an SM and one
+# fewer; of 1025 (257 packs) and 2050 at 2 an SM.
+@requires_cuda
+@pytest.mark.parametrize("cols,per_sm,few,kernel", [(1001, 2, False, WARP), (1001, 2, True, BLOCK),
+                                                    (1025, 2, False, BLOCK), (2050, 2, False, BLOCK)], ids=str)
+def test_medium_rows_take_the_warp_from_2_or_8_rows_an_sm(cols, per_sm, few, kernel):
+    x = make_input((rows_per_sm(per_sm, few), cols), torch.float32, "cuda")
+    for op in (reduce_ops.sum, reduce_ops.amax):
+        names = cuda_kernels_run(lambda: op(x, 1))
+        assert launches_of(names, kernel) and not launches_of(names, BLOCK if kernel == WARP else WARP), names
+        if kernel == WARP:
+            assert [a[3:5] for a in launches_of(names, WARP)] == [["32", "8"]], names
+    check_reductions(x, 1)
 
 
 @requires_cuda

@@ -280,8 +280,15 @@ void launch_rows_unsplit(const In* x, Out* out, RowsArgs a, const R& r, cudaStre
   // to 256 packs, any count past that: one_round_rows, below), faster than either; the rule is left
   // to unaligned rows and those past that, where under 8 rows an SM it was not measured on the
   // aligned rows' side (bfloat16 1024 x 1500, block -> warp forced: sum 4.39 -> 3.39, amax 3.98 ->
-  // 3.64; 512 x 1500 sum 3.22 -> 2.95, amax 3.13 -> 3.21; session108.txt, call 1).
-  const bool many_rows = a.rows >= 8 * sm_count();
+  // 3.64; 512 x 1500 sum 3.22 -> 2.95, amax 3.13 -> 3.21; session108.txt, call 1). Rows of up
+  // to 256 packs (one round of the warp's 8 packs a lane) take the warp from 2 rows an SM. H200,
+  // CUDA graphs, us, block -> warp (REDUCE_OPS_STRATEGY=warp; h200_study/session109.txt, call 6):
+  // float32 264 x 1001 sum 2.89 -> 2.47, amax 2.91 -> 2.46, 528 x 1001 3.18 -> 2.72, 1024 x 1001
+  // 3.74 -> 3.25, amax 3.78 -> 3.25. Longer rows stay on the block under 8 an SM (float32 264 x
+  // 2050 sum 3.09 against 3.29 by the warp, amax 3.10 against 3.93; 528 x 3001 4.20 against 4.46;
+  // bfloat16 264 x 3001 3.23 against 3.67; bfloat16 1024 x 2050 sum 4.49 against 3.93 the exception,
+  // its amax even). Fewer rows than 2 an SM not measured.
+  const bool many_rows = a.rows >= (packs <= 8 * kWarpSize ? 2 : 8) * sm_count();
   // Rows shorter than a pack, dense (or one row): a thread a pack's worth of rows
   // (reduce_tiny_rows_kernel). H200, us, the group kernel's unaligned path -> this
   // (h200_study/session83.txt section 3; torch.compile): bfloat16 16777216 x 4 sum 661 -> 47
@@ -893,17 +900,23 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // (4.27 -> 3.36) but eager launches lost (7.4 -> 8.0), hence the 256 KB bound. Above it, at the
 // bound (section 7): every graph faster, eager launches up to 0.9 us slower in 3 of 6 cases of
 // 0.3-0.4 MB (float32 amax of 1024 x 77 7.30 -> 8.16; in a graph 4.21 -> 3.55).
-// Session 53 (h200_study/session53_packed_columns.txt, sections 5-6): 16-bit rows whose row
-// group is more than kPackedAutoPacks packs gain from 48 MiB too (66 MB measured, 33 MB not), us:
-// bfloat16 sum 32768 x 1002 (66 MB) 34.0 -> 27.3, 65536 x 1002 58.8 -> 42.0, 32768 x 2052 58.2 ->
-// 42.9 (torch.compile 24.8, 44.8, 44.1), amaxes 27.7 -> 26.4, 47.4 -> 40.9, 47.6 -> 42.2. Float32
-// rows of 1002 lost at 131 MB (37.7 -> 40.9). Where a group is at most 256 packs the packed
-// kernel (launch_cols_packed) beat both and takes the large ones first.
+// Session 53 (h200_study/session53_packed_columns.txt, sections 5-6): 16-bit rows whose row group
+// is more than kPackedAutoPacks packs gain past a size too (66 MB measured; since session 109 from
+// 27 MiB, below), us: bfloat16 sum 32768 x 1002 (66 MB) 34.0 -> 27.3, 65536 x 1002 58.8 -> 42.0,
+// 32768 x 2052 58.2 -> 42.9 (torch.compile 24.8, 44.8, 44.1), amaxes 27.7 -> 26.4, 47.4 -> 40.9,
+// 47.6 -> 42.2. Float32 rows of 1002 lost at 131 MB (37.7 -> 40.9). Where a group is at most 256
+// packs the packed kernel (launch_cols_packed) beat both and takes the large ones first. Session
+// 109 (h200_study/session109.txt, calls 6-7), CUDA graphs, us, off -> on: the bound 48 -> 27 MiB,
+// since from 28.7 MB both ops gained (bfloat16 sum 14336 x 1002 15.91 -> 12.73, amax 13.57 ->
+// 12.68; 7168 x 2052 15.93 -> 13.21, 13.70 -> 13.10; 16384 x 1002 17.60 -> 13.82, 14.92 -> 13.75;
+// 4096 x 4100 20.38 -> 14.68, 19.60 -> 14.56; float16 alike); at 24.6 MB the sums gained and the
+// amaxes lost (12288 x 1002 14.13 -> 11.69, 12.32 -> 13.37), at 16-21 MB the amaxes lost 9-14%
+// and the sums moved by under 5% either way (8192 x 1002 amax 9.76 -> 10.96, sum 11.03 -> 11.14).
 // REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
 constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
-constexpr int64_t kRowGroupsWide16BitBytes = int64_t{48} << 20;
+constexpr int64_t kRowGroupsWide16BitBytes = int64_t{27} << 20;
 // Packed row groups are taken automatically up to this many packs a group (launch_cols_packed).
 constexpr int64_t kPackedAutoPacks = 256;
 
