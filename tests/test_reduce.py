@@ -1754,20 +1754,26 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
     check_amax(x, 0)
 
 
-# 16-bit columns whose row group is more than 256 packs (reduce.cu's kRowGroupsWide16BitBytes):
-# row groups (their second launch, fold_row_groups_kernel) from 27 MiB of input, the one-element
-# kernel below it: 1002 columns (4 rows a group, 501 packs) of 14336 rows (28.7 MB), of 14128 (the
-# fewest groups at 27 MiB or more) and 14124 (one group fewer), and of 12288 (24.6 MB).
+# 16-bit columns whose row group is more than 256 packs (reduce.cu's kRowGroupsWide16BitSumBytes and
+# kRowGroupsWide16BitBytes): row groups (their second launch, fold_row_groups_kernel) from 20.25 MiB
+# of input for plain sums, from 27 MiB for amaxes and sums into float32, the one-element kernel
+# below: 1002 columns (4 rows a group, 501 packs) of 14336 rows (28.7 MB), of 14128 (the fewest
+# groups at 27 MiB or more) and 14124 (one group fewer), of 12288 (24.6 MB), and of 10596 (the
+# fewest groups at 20.25 MiB or more) and 10592.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("rows,groups", [(14336, True), (14128, True), (14124, False), (12288, False)], ids=str)
-def test_wide_16_bit_row_groups_from_27_mib(monkeypatch, dtype, rows, groups):
+@pytest.mark.parametrize("rows", [14336, 14128, 14124, 12288, 10596, 10592], ids=str)
+def test_wide_16_bit_row_groups_sums_from_20_mib_amaxes_from_27(monkeypatch, dtype, rows):
     clear_column_knobs(monkeypatch)
     x = make_input((rows, 1002), dtype, "cuda")
-    assert (x.numel() * 2 >= 27 << 20) == groups
-    for op in (reduce_ops.sum, reduce_ops.amax):
-        assert bool(launches_of(cuda_kernels_run(lambda: op(x, 0)), "fold_row_groups_kernel")) == groups
+    bytes_ = x.numel() * 2
+    cases = [(lambda: reduce_ops.sum(x, 0), bytes_ >= 81 << 18),
+             (lambda: reduce_ops.sum(x, 0, dtype=torch.float32), bytes_ >= 27 << 20),
+             (lambda: reduce_ops.amax(x, 0), bytes_ >= 27 << 20)]
+    for call, groups in cases:
+        assert bool(launches_of(cuda_kernels_run(call), "fold_row_groups_kernel")) == groups
     check_sum(x, 0)
+    check_sum(x, 0, dtype=torch.float32)
     check_amax(x, 0)
 
 

@@ -901,22 +901,28 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // bound (section 7): every graph faster, eager launches up to 0.9 us slower in 3 of 6 cases of
 // 0.3-0.4 MB (float32 amax of 1024 x 77 7.30 -> 8.16; in a graph 4.21 -> 3.55).
 // Session 53 (h200_study/session53_packed_columns.txt, sections 5-6): 16-bit rows whose row group
-// is more than kPackedAutoPacks packs gain past a size too (66 MB measured; since session 109 from
-// 27 MiB, below), us: bfloat16 sum 32768 x 1002 (66 MB) 34.0 -> 27.3, 65536 x 1002 58.8 -> 42.0,
-// 32768 x 2052 58.2 -> 42.9 (torch.compile 24.8, 44.8, 44.1), amaxes 27.7 -> 26.4, 47.4 -> 40.9,
-// 47.6 -> 42.2. Float32 rows of 1002 lost at 131 MB (37.7 -> 40.9). Where a group is at most 256
-// packs the packed kernel (launch_cols_packed) beat both and takes the large ones first. Session
-// 109 (h200_study/session109.txt, calls 6-7), CUDA graphs, us, off -> on: the bound 48 -> 27 MiB,
-// since from 28.7 MB both ops gained (bfloat16 sum 14336 x 1002 15.91 -> 12.73, amax 13.57 ->
-// 12.68; 7168 x 2052 15.93 -> 13.21, 13.70 -> 13.10; 16384 x 1002 17.60 -> 13.82, 14.92 -> 13.75;
-// 4096 x 4100 20.38 -> 14.68, 19.60 -> 14.56; float16 alike); at 24.6 MB the sums gained and the
-// amaxes lost (12288 x 1002 14.13 -> 11.69, 12.32 -> 13.37), at 16-21 MB the amaxes lost 9-14%
+// is more than kPackedAutoPacks packs gain past a size too (66 MB measured; since sessions 109-110
+// from 20.25-27 MiB, below), us: bfloat16 sum 32768 x 1002 (66 MB) 34.0 -> 27.3, 65536 x 1002 58.8
+// -> 42.0, 32768 x 2052 58.2 -> 42.9 (torch.compile 24.8, 44.8, 44.1), amaxes 27.7 -> 26.4, 47.4 ->
+// 40.9, 47.6 -> 42.2. Float32 rows of 1002 lost at 131 MB (37.7 -> 40.9). Where a group is at most
+// 256 packs the packed kernel (launch_cols_packed) beat both and takes the large ones first.
+// Session 109 (h200_study/session109.txt, calls 6-7), CUDA graphs, us, off -> on: the bound 48 ->
+// 27 MiB, since from 28.7 MB both ops gained (bfloat16 sum 14336 x 1002 15.91 -> 12.73, amax 13.57
+// -> 12.68; 7168 x 2052 15.93 -> 13.21, 13.70 -> 13.10; 16384 x 1002 17.60 -> 13.82, 14.92 ->
+// 13.75; 4096 x 4100 20.38 -> 14.68, 19.60 -> 14.56; float16 alike); at 24.6 MB the sums gained and
+// the amaxes lost (12288 x 1002 14.13 -> 11.69, 12.32 -> 13.37), at 16-21 MB the amaxes lost 9-14%
 // and the sums moved by under 5% either way (8192 x 1002 amax 9.76 -> 10.96, sum 11.03 -> 11.14).
-// REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
+// Session 110 (h200_study/session110.txt, call 3), plain sums by bench.py's timer over 4 inputs in
+// turn, us, off -> on: from 20.55 MiB the sums gain at every width (bfloat16 10752 x 1002 16.96 ->
+// 15.42, 11776 x 1002 16.90 -> 15.84, 5376 x 2052 16.93 -> 15.78, 2816 x 4100 18.34 -> 17.18, 3328 x
+// 4100 20.45 -> 17.70; float16 alike), at 19.6-20.0 MiB they lose (10240 x 1002 15.33 -> 16.19,
+// 5120 x 2052 15.42 -> 16.99, 2560 x 4100 16.61 -> 17.66): plain sums from 20.25 MiB, the amaxes
+// and compensated sums from 27 MiB. REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
 constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 constexpr int64_t kRowGroupsWide16BitBytes = int64_t{27} << 20;
+constexpr int64_t kRowGroupsWide16BitSumBytes = int64_t{81} << 18;  // 20.25 MiB
 // Packed row groups are taken automatically up to this many packs a group (launch_cols_packed).
 constexpr int64_t kPackedAutoPacks = 256;
 
@@ -988,8 +994,10 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   if (groups == 1) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
+  const int64_t wide_16bit_from =
+      std::is_same_v<R, PlainReducer<SumOp<V>>> ? kRowGroupsWide16BitSumBytes : kRowGroupsWide16BitBytes;
   const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes ||
-                      (wide_16bit && bytes >= kRowGroupsWide16BitBytes);
+                      (wide_16bit && bytes >= wide_16bit_from);
   // One getenv: where it was faster only "off" skips it, elsewhere only "on" takes it.
   if (faster ? env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "off") : !env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "on")) {
     return false;
