@@ -1604,6 +1604,29 @@ def test_streamed_columns_split_in_few_take_fewer_lanes(monkeypatch, splits, lan
         assert cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel") == [((4 * sms, 1, 1), (32, 8, 1))]
 
 
+# Tiles of an element a thread (columns not whole packs: 32 x SMs - 31 and 64 x SMs - 31 of them,
+# SMs and 2 x SMs tiles of 32 lanes) keep 32 lanes where those split in 4 (reduce.cu's stream_plan:
+# 8 lanes read 4 rows of 16 or 32 bytes a load), and take 16 lanes unsplit where they split in 2,
+# as whole packs do. Checked on sm_90 by the launch: 32 x 8 threads in 4 x SMs blocks, or 16 x 16
+# in as many blocks as 16-lane tiles. Each as torch's.
+@requires_cuda
+@pytest.mark.parametrize("splits", [2, 4], ids=["in2", "in4"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
+def test_streamed_element_columns_split_in_4_keep_32_lanes(monkeypatch, splits, dtype):
+    clear_column_knobs(monkeypatch)
+    for name in ("REDUCE_OPS_COLS_LANES", "REDUCE_OPS_COLS_BLOCKS_PER_SM", "REDUCE_OPS_STRATEGY"):
+        monkeypatch.delenv(name, raising=False)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    cols = 4 * sms // splits * 32 - 31
+    x = make_input((1024, cols), dtype, "cuda")
+    check_sum(x, 0)
+    check_amax(x, 0)
+    assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
+    if torch.cuda.get_device_capability() == (9, 0):
+        expected = ((4 * sms, 1, 1), (32, 8, 1)) if splits == 4 else (((cols + 15) // 16, 1, 1), (16, 16, 1))
+        assert cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel") == [expected]
+
+
 # The unaligned-column paths, forced by mode (reduce.cu's launch_cols_*; described below).
 _COLUMN_PATHS_OFF = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
 _FULL_WIDTH = {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
@@ -1754,21 +1777,22 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
     check_amax(x, 0)
 
 
-# 16-bit columns whose row group is more than 256 packs (reduce.cu's kRowGroupsWide16BitSumBytes and
-# kRowGroupsWide16BitBytes): row groups (their second launch, fold_row_groups_kernel) from 20.25 MiB
-# of input for plain sums, from 27 MiB for amaxes and sums into float32, the one-element kernel
-# below: 1002 columns (4 rows a group, 501 packs) of 14336 rows (28.7 MB), of 14128 (the fewest
-# groups at 27 MiB or more) and 14124 (one group fewer), of 12288 (24.6 MB), and of 10596 (the
-# fewest groups at 20.25 MiB or more) and 10592.
+# 16-bit columns whose row group is more than 256 packs (reduce.cu's kRowGroupsWide16BitSumBytes,
+# kRowGroupsWide16BitBytes and kRowGroupsWide16BitCompensatedBytes): row groups (their second
+# launch, fold_row_groups_kernel) from 20.25 MiB of input for plain sums, from 27 MiB for amaxes,
+# from 80 MiB for sums into float32, the one-element kernel below: 1002 columns (4 rows a group,
+# 501 packs) of 41860 rows (the fewest groups at 80 MiB or more) and 41856 (one group fewer), of
+# 14336 (28.7 MB), of 14128 (the fewest groups at 27 MiB or more) and 14124, of 12288 (24.6 MB),
+# and of 10596 (the fewest groups at 20.25 MiB or more) and 10592.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("rows", [14336, 14128, 14124, 12288, 10596, 10592], ids=str)
-def test_wide_16_bit_row_groups_sums_from_20_mib_amaxes_from_27(monkeypatch, dtype, rows):
+@pytest.mark.parametrize("rows", [41860, 41856, 14336, 14128, 14124, 12288, 10596, 10592], ids=str)
+def test_wide_16_bit_row_groups_sums_from_20_mib_amaxes_27_float32_sums_80(monkeypatch, dtype, rows):
     clear_column_knobs(monkeypatch)
     x = make_input((rows, 1002), dtype, "cuda")
     bytes_ = x.numel() * 2
     cases = [(lambda: reduce_ops.sum(x, 0), bytes_ >= 81 << 18),
-             (lambda: reduce_ops.sum(x, 0, dtype=torch.float32), bytes_ >= 27 << 20),
+             (lambda: reduce_ops.sum(x, 0, dtype=torch.float32), bytes_ >= 80 << 20),
              (lambda: reduce_ops.amax(x, 0), bytes_ >= 27 << 20)]
     for call, groups in cases:
         assert bool(launches_of(cuda_kernels_run(call), "fold_row_groups_kernel")) == groups

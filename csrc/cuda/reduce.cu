@@ -784,7 +784,14 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // 124.86 -> 124.22; amaxes and float16 alike. Halving the lanes where they still split lost or
 // tied (in 4 -> 16 lanes in 2: bfloat16 4096 x 32768 66.37 -> 66.85), and in 3 -> 16 lanes
 // (filling 1/2 to 2/3 of the blocks) was mixed: 2048 rows 2-2.5% faster, 8192 up to 0.9% slower
-// (call 8). Those keep the split.
+// (call 8). Those keep the split. Tiles of an element a thread (columns not whole packs) are not
+// narrowed to 8 lanes: a warp of 8 lanes reads 4 rows of 16 or 32 bytes a load. H200, us, 8 lanes
+// unsplit -> 32 lanes in 4 (REDUCE_OPS_COLS_LANES=32; h200_study/session111.txt, call 4): float32
+// sums over dim 0 4096 x 4097 27.74 -> 23.52, 8192 x 4097 52.51 -> 39.97, 8192 x 3999 52.29 ->
+// 39.26, amax 49.28 -> 37.86; bfloat16 amax 3068 x 4098 18.46 -> 15.04, sums into float32 12280 x
+// 4098 58.70 -> 36.29, 4792 x 3502 26.14 -> 19.23. Their 16 lanes (tiles split in 2) stay: mixed
+// (bfloat16 amax 1364 x 6150 12.96 -> 13.54 by 32 lanes, 2728 x 6150 19.49 -> 18.94; float32 sum
+// 2048 x 7001 21.12 -> 22.06, 4096 x 7001 37.22 -> 36.74).
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
 ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
@@ -808,7 +815,7 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
     a.tiles = narrow_tiles;
     return true;
   };
-  if ((splits == 2 || splits == 4) && !force_split && forced_lanes == 0 && l.bx == kWarpSize &&
+  if ((splits == 2 || (splits == 4 && vec > 1)) && !force_split && forced_lanes == 0 && l.bx == kWarpSize &&
       narrow_to(l.bx / splits, [&](int64_t tiles) { return a.outer * tiles * 2 > resident; })) {
     splits = 1;
   }
@@ -917,12 +924,21 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // 15.42, 11776 x 1002 16.90 -> 15.84, 5376 x 2052 16.93 -> 15.78, 2816 x 4100 18.34 -> 17.18, 3328 x
 // 4100 20.45 -> 17.70; float16 alike), at 19.6-20.0 MiB they lose (10240 x 1002 15.33 -> 16.19,
 // 5120 x 2052 15.42 -> 16.99, 2560 x 4100 16.61 -> 17.66): plain sums from 20.25 MiB, the amaxes
-// and compensated sums from 27 MiB. REDUCE_OPS_COLS_ROW_GROUPS=on takes them at any size.
+// from 27 MiB. Compensated sums (16-bit inputs into float32; NeumaierReducer) lost on them up to 64
+// MiB at most widths and gained from 94 (h200_study/session111.txt, calls 1-4), bfloat16, us, off
+// -> on: 14336 x 1002 (27.4 MiB) 15.87 -> 19.62, 32768 x 1002 (62.6) 27.17 -> 27.92, 49152 x 1002
+// 36.70 -> 35.17, 131072 x 1002 87.39 -> 72.13; 8184 x 2050 17.74 -> 20.69, 16368 x 2050 27.04 ->
+// 28.45, 24552 x 2050 36.54 -> 35.81; 10908 x 3076 28.16 -> 28.64, 16362 x 3076 37.41 -> 36.19;
+// 4092 x 6150 23.36 -> 24.77, 5456 x 6150 29.54 -> 28.61; columns of 4098 lost up to 96 MiB once
+// their one-element tiles kept 32 lanes (stream_plan; 12280 x 4098 36.29 -> 37.70), but 7002
+// gained from 32 MiB (4792 x 7002 32.22 -> 28.00): from 80 MiB. REDUCE_OPS_COLS_ROW_GROUPS=on
+// takes them at any size.
 constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 constexpr int64_t kRowGroupsWide16BitBytes = int64_t{27} << 20;
 constexpr int64_t kRowGroupsWide16BitSumBytes = int64_t{81} << 18;  // 20.25 MiB
+constexpr int64_t kRowGroupsWide16BitCompensatedBytes = int64_t{80} << 20;
 // Packed row groups are taken automatically up to this many packs a group (launch_cols_packed).
 constexpr int64_t kPackedAutoPacks = 256;
 
@@ -994,8 +1010,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   if (groups == 1) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
-  const int64_t wide_16bit_from =
-      std::is_same_v<R, PlainReducer<SumOp<V>>> ? kRowGroupsWide16BitSumBytes : kRowGroupsWide16BitBytes;
+  const int64_t wide_16bit_from = std::is_same_v<R, PlainReducer<SumOp<V>>> ? kRowGroupsWide16BitSumBytes
+                                  : std::is_same_v<R, NeumaierReducer<V>>  ? kRowGroupsWide16BitCompensatedBytes
+                                                                           : kRowGroupsWide16BitBytes;
   const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes ||
                       (wide_16bit && bytes >= wide_16bit_from);
   // One getenv: where it was faster only "off" skips it, elsewhere only "on" takes it.
