@@ -789,11 +789,18 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // unsplit -> 32 lanes in 4 (REDUCE_OPS_COLS_LANES=32; h200_study/session111.txt, call 4): float32
 // sums over dim 0 4096 x 4097 27.74 -> 23.52, 8192 x 4097 52.51 -> 39.97, 8192 x 3999 52.29 ->
 // 39.26, amax 49.28 -> 37.86; bfloat16 amax 3068 x 4098 18.46 -> 15.04, sums into float32 12280 x
-// 4098 58.70 -> 36.29, 4792 x 3502 26.14 -> 19.23. Their 16 lanes (tiles split in 2) stay: mixed
-// (bfloat16 amax 1364 x 6150 12.96 -> 13.54 by 32 lanes, 2728 x 6150 19.49 -> 18.94; float32 sum
-// 2048 x 7001 21.12 -> 22.06, 4096 x 7001 37.22 -> 36.74).
+// 4098 58.70 -> 36.29, 4792 x 3502 26.14 -> 19.23. Where they split in 2, 16-bit ones keep 32
+// lanes from kWideElementTiles16BitBytes (`wide_16bit_elements`): H200, us, 16 lanes unsplit ->
+// 32 lanes in 2, row groups off (h200_study/session112.txt, calls 1 and 5): bfloat16 amaxes over
+// dim 0 from 31.5 MiB 0.3-4% faster (2060 x 8002 18.62 -> 17.92), from 45.8 MiB 3-9% (8132 x
+// 6150 45.09 -> 42.05), compensated sums alike (4784 x 7002 32.46 -> 29.34), plain sums with
+// reduce_cols_kernel's 16-bit fence 4-11% from 47 MiB (7141 x 7002 43.4 -> 38.7); at 16 MiB 16
+// lanes won by 1-8% (amax 1385 x 6150 12.4 -> 13.0). float32 ones stay on 16 lanes: 16 won up
+// to 95 MiB by 0-14%, and from 112 to 184 MiB the amaxes gained 1-4% by 32 where the sums moved
+// both ways (5701 columns 0-3% slower, 7001 and 8001 4-8% faster; calls 2 and 4).
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
-ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split) {
+constexpr int64_t kWideElementTiles16BitBytes = int64_t{32} << 20;
+ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split, bool wide_16bit_elements) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
   const int64_t forced_lanes = env_positive("REDUCE_OPS_COLS_LANES", 0);
   const int64_t lanes = forced_lanes > 0 ? forced_lanes : kBlock;
@@ -815,7 +822,8 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
     a.tiles = narrow_tiles;
     return true;
   };
-  if ((splits == 2 || (splits == 4 && vec > 1)) && !force_split && forced_lanes == 0 && l.bx == kWarpSize &&
+  const bool narrows = splits == 2 ? vec > 1 || !wide_16bit_elements : splits == 4 && vec > 1;
+  if (narrows && !force_split && forced_lanes == 0 && l.bx == kWarpSize &&
       narrow_to(l.bx / splits, [&](int64_t tiles) { return a.outer * tiles * 2 > resident; })) {
     splits = 1;
   }
@@ -1182,7 +1190,11 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   if (!forced.is("stream") && !forced.is("split")) {
     plan = wave_plan(base, vec, resident);
   }
-  if (!plan) plan = stream_plan(base, vec, stream_resident, sm_count() * occupancy, forced.is("split"));
+  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+  const bool wide_16bit_elements = sizeof(In) == 2 && bytes >= kWideElementTiles16BitBytes;
+  if (!plan) {
+    plan = stream_plan(base, vec, stream_resident, sm_count() * occupancy, forced.is("split"), wide_16bit_elements);
+  }
   launch_cols_plan<In, Out>(kernel, xt, out_t, *plan, vec, r, stream);
 }
 

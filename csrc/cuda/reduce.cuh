@@ -1552,6 +1552,17 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
 #pragma unroll
           for (int u = 0; u < kUnroll; ++u)
             v[u] = *reinterpret_cast<const P*>(base + (row + u * step) * a.reduced_stride);
+          // 16-bit elements: a CTA fence after the round's loads (no memory op follows in the
+          // round). Without it ptxas 13.0 (sm_90) put the first adds of a plain sum after 7 of the
+          // 16 loads and the rest between them, so that each thread waited on its first loads
+          // with half the round still to issue; with it all 16 go out first, as the compensated
+          // sum's schedule had them. H200, us, HEAD -> fence, same inputs (h200_study/session112.txt,
+          // call 5): bfloat16 sums over dim 0 8133 x 6150 57.1 -> 39.7, 4065 x 6150 31.6 -> 23.0,
+          // 1385 x 6150 14.7 -> 12.4, 24575 x 1001 26.5 -> 21.8; amaxes (13 loads, then an add,
+          // then 3) 0-12% (8133 x 6150 45.0 -> 39.7, 7141 x 7002 42.9 -> 43.2); compensated sums
+          // even. float32 keeps its schedule: its amaxes moved both ways (735 x 5701 10.8 ->
+          // 10.4, 3573 x 7001 32.0 -> 33.7), its sums even.
+          if constexpr (kVec == 1 && sizeof(In) == 2) asm volatile("fence.acq_rel.cta;" ::: "memory");
         }
         // Each 4 rows of a column pairwise, then one step of the reducer: a compensated sum
         // pays its error-free addition once per 4 rows (as the row kernels once per pack),
