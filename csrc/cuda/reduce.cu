@@ -792,12 +792,12 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // 4098 58.70 -> 36.29, 4792 x 3502 26.14 -> 19.23. Where they split in 2, 16-bit ones keep 32
 // lanes from kWideElementTiles16BitBytes (`wide_16bit_elements`): H200, us, 16 lanes unsplit ->
 // 32 lanes in 2, row groups off (h200_study/session112.txt, calls 1 and 5): bfloat16 amaxes over
-// dim 0 from 31.5 MiB 0.3-4% faster (2060 x 8002 18.62 -> 17.92), from 45.8 MiB 3-9% (8132 x
+// dim 0 from 31.5 MiB 0.2-4% faster (2060 x 8002 18.62 -> 17.92), from 45.8 MiB 3-9% (8132 x
 // 6150 45.09 -> 42.05), compensated sums alike (4784 x 7002 32.46 -> 29.34), plain sums with
 // reduce_cols_kernel's 16-bit fence 4-11% from 47 MiB (7141 x 7002 43.4 -> 38.7); at 16 MiB 16
-// lanes won by 1-8% (amax 1385 x 6150 12.4 -> 13.0). float32 ones stay on 16 lanes: 16 won up
-// to 95 MiB by 0-14%, and from 112 to 184 MiB the amaxes gained 1-4% by 32 where the sums moved
-// both ways (5701 columns 0-3% slower, 7001 and 8001 4-8% faster; calls 2 and 4).
+// lanes won by 0.5-7% (amax 1385 x 6150 12.4 -> 13.0). float32 ones stay on 16 lanes: 16 won up
+// to 95 MiB by 0-17%, and from 112 to 184 MiB the amaxes gained 1-4% by 32 where the sums moved
+// both ways (5701 and 6001 columns 0-3% slower, 7001 and 8001 1-8% faster; calls 2, 4).
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
 constexpr int64_t kWideElementTiles16BitBytes = int64_t{32} << 20;
 ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split, bool wide_16bit_elements) {
