@@ -932,7 +932,13 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // 15.42, 11776 x 1002 16.90 -> 15.84, 5376 x 2052 16.93 -> 15.78, 2816 x 4100 18.34 -> 17.18, 3328 x
 // 4100 20.45 -> 17.70; float16 alike), at 19.6-20.0 MiB they lose (10240 x 1002 15.33 -> 16.19,
 // 5120 x 2052 15.42 -> 16.99, 2560 x 4100 16.61 -> 17.66): plain sums from 20.25 MiB, the amaxes
-// from 27 MiB. Compensated sums (16-bit inputs into float32; NeumaierReducer) lost on them up to 64
+// from 27 MiB. Since session 112 the one-element kernel issues a round's 16 loads together
+// (reduce_cols_kernel's 16-bit fence; 15-40% faster on plain sums), and the row groups lost at 21
+// MiB at every width timed (h200_study/session112.txt, call 7), us, one-element -> row groups:
+// bfloat16 sums 10992 x 1002 15.10 -> 15.20, 5368 x 2050 14.91 -> 15.84, 2688 x 4098 14.37 ->
+// 15.90, 1576 x 7002 15.39 -> 15.78: plain sums from 27 MiB, as the amaxes (at 32 MiB both are
+// mixed by width: 1002 and 7002 columns 3-12% faster on row groups, 2050 and 4098 7-12% slower).
+// Compensated sums (16-bit inputs into float32; NeumaierReducer) lost on them up to 64
 // MiB at most widths and gained from 94 (h200_study/session111.txt, calls 1-4), bfloat16, us, off
 // -> on: 14336 x 1002 (27.4 MiB) 15.87 -> 19.62, 32768 x 1002 (62.6) 27.17 -> 27.92, 49152 x 1002
 // 36.70 -> 35.17, 131072 x 1002 87.39 -> 72.13; 8184 x 2050 17.74 -> 20.69, 16368 x 2050 27.04 ->
@@ -945,7 +951,6 @@ constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 constexpr int64_t kRowGroupsWide16BitBytes = int64_t{27} << 20;
-constexpr int64_t kRowGroupsWide16BitSumBytes = int64_t{81} << 18;  // 20.25 MiB
 constexpr int64_t kRowGroupsWide16BitCompensatedBytes = int64_t{80} << 20;
 // Packed row groups are taken automatically up to this many packs a group (launch_cols_packed).
 constexpr int64_t kPackedAutoPacks = 256;
@@ -1018,9 +1023,8 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   if (groups == 1) return false;
   const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
   const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
-  const int64_t wide_16bit_from = std::is_same_v<R, PlainReducer<SumOp<V>>> ? kRowGroupsWide16BitSumBytes
-                                  : std::is_same_v<R, NeumaierReducer<V>>  ? kRowGroupsWide16BitCompensatedBytes
-                                                                           : kRowGroupsWide16BitBytes;
+  const int64_t wide_16bit_from =
+      std::is_same_v<R, NeumaierReducer<V>> ? kRowGroupsWide16BitCompensatedBytes : kRowGroupsWide16BitBytes;
   const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes ||
                       (wide_16bit && bytes >= wide_16bit_from);
   // One getenv: where it was faster only "off" skips it, elsewhere only "on" takes it.
