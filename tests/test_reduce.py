@@ -1808,11 +1808,11 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
 # from 27 MiB of input for plain sums and amaxes, from 80 MiB for sums into float32, the
 # one-element kernel below: 1002 columns (4 rows a group, 501 packs) of 41860 rows (the fewest
 # groups at 80 MiB or more) and 41856 (one group fewer), of 14336 (28.7 MB), of 14128 (the fewest
-# groups at 27 MiB or more) and 14124, and of 10596 (20.25 MiB, the plain sums' bound before
-# session 112).
+# groups at 27 MiB or more) and 14124, of 12288 (24.6 MB), and of 10596 (20.25 MiB, the plain
+# sums' bound before session 112) and 10592.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_id)
-@pytest.mark.parametrize("rows", [41860, 41856, 14336, 14128, 14124, 10596], ids=str)
+@pytest.mark.parametrize("rows", [41860, 41856, 14336, 14128, 14124, 12288, 10596, 10592], ids=str)
 def test_wide_16_bit_row_groups_sums_and_amaxes_from_27_mib_float32_sums_80(monkeypatch, dtype, rows):
     clear_column_knobs(monkeypatch)
     x = make_input((rows, 1002), dtype, "cuda")

@@ -609,6 +609,12 @@ void launch_rows(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// The bytes of x that a reduction over an outer dim reads (the column launchers' size bounds).
+template <typename In>
+int64_t cols_input_bytes(const ReduceGeometry& g) {
+  return g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+}
+
 // Columns: lanes across columns (kVec each), the rest of the block across the reduced dim.
 struct ColsLaunch {
   int bx, by;  // block shape
@@ -861,7 +867,7 @@ bool launch_cols_few(const In* x, Out* out, const ReduceGeometry& g, const R&, c
   constexpr int64_t kMaxBytes = int64_t{8} << 20;
   const int64_t col_packs = g.inner / kVec;
   if (g.reduced > 2048 || g.outer > 65535 || col_packs > (int64_t{1} << 30) ||
-      g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In)) > kMaxBytes) {
+      cols_input_bytes<In>(g) > kMaxBytes) {
     return false;
   }
   const ColsFewArgs a{g.outer_stride, g.reduced_stride, static_cast<int>(g.reduced), static_cast<int>(col_packs)};
@@ -981,7 +987,7 @@ template <typename In, typename Out, typename R>
 bool launch_cols_full_width(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
                             cudaStream_t stream) {
   if (g.inner_stride != 1 || g.inner > kFullWidthCols) return false;
-  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+  const int64_t bytes = cols_input_bytes<In>(g);
   const bool faster = g.inner <= kFullWidthAutoCols && bytes <= kFullWidthAutoBytes;
   // One getenv, as launch_cols_row_groups.
   if (faster ? env_equals("REDUCE_OPS_COLS_FULL_WIDTH", "off") : !env_equals("REDUCE_OPS_COLS_FULL_WIDTH", "on")) {
@@ -1021,7 +1027,7 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   constexpr int64_t kVec = kMaxVec<In>;
   const int64_t groups = row_groups_of(xt.const_data_ptr<In>(), g);
   if (groups == 1) return false;
-  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+  const int64_t bytes = cols_input_bytes<In>(g);
   const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
   const int64_t wide_16bit_from =
       std::is_same_v<R, NeumaierReducer<V>> ? kRowGroupsWide16BitCompensatedBytes : kRowGroupsWide16BitBytes;
@@ -1115,7 +1121,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   const int64_t groups = row_groups_of(xt.const_data_ptr<In>(), g);
   const int64_t packs = g.inner * groups / kVec;  // a row group's packs: one thread each
   if (groups == 1 || packs > 1024) return false;
-  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
+  const int64_t bytes = cols_input_bytes<In>(g);
   const bool faster =
       packs <= kPackedAutoPacks && (sizeof(In) <= 4 ? bytes >= kPackedMinBytes : bytes >= kRowGroupsLargeBytes);
   // One getenv, as launch_cols_row_groups.
@@ -1194,9 +1200,8 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   if (!forced.is("stream") && !forced.is("split")) {
     plan = wave_plan(base, vec, resident);
   }
-  const int64_t bytes = g.outer * g.reduced * g.inner * static_cast<int64_t>(sizeof(In));
-  const bool wide_16bit_elements = sizeof(In) == 2 && bytes >= kWideElementTiles16BitBytes;
   if (!plan) {
+    const bool wide_16bit_elements = sizeof(In) == 2 && cols_input_bytes<In>(g) >= kWideElementTiles16BitBytes;
     plan = stream_plan(base, vec, stream_resident, sm_count() * occupancy, forced.is("split"), wide_16bit_elements);
   }
   launch_cols_plan<In, Out>(kernel, xt, out_t, *plan, vec, r, stream);
