@@ -1628,20 +1628,20 @@ def test_streamed_element_columns_split_in_4_keep_32_lanes(monkeypatch, splits, 
 
 
 # 16-bit tiles of an element a thread that 32 lanes split in 2 (64 x SMs - 31 columns, 2 x SMs
-# tiles) keep 32 lanes from 32 MiB (reduce.cu's kWideElementTiles16BitBytes) and take 16 lanes
+# tiles) keep 32 lanes from 27 MiB (reduce.cu's kWideElementTiles16BitBytes) and take 16 lanes
 # unsplit under it; float32 ones take 16 lanes at the larger count too. Odd row counts, which no
 # row group divides. Checked on sm_90 by the launch, as above; each as torch's, with the plain and
 # the compensated (float32) sums.
 @requires_cuda
 @pytest.mark.parametrize("side", ["under", "from"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=dtype_id)
-def test_streamed_16_bit_element_columns_split_in_2_keep_32_lanes_from_32_mib(monkeypatch, dtype, side):
+def test_streamed_16_bit_element_columns_split_in_2_keep_32_lanes_from_27_mib(monkeypatch, dtype, side):
     clear_column_knobs(monkeypatch)
     for name in ("REDUCE_OPS_COLS_LANES", "REDUCE_OPS_COLS_BLOCKS_PER_SM", "REDUCE_OPS_STRATEGY", "REDUCE_OPS_SUM"):
         monkeypatch.delenv(name, raising=False)
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     cols = 64 * sms - 31
-    rows = -(-(32 << 20) // (2 * cols)) | 1  # the first odd count whose 16-bit bytes reach 32 MiB
+    rows = -(-(27 << 20) // (2 * cols)) | 1  # the first odd count whose 16-bit bytes reach 27 MiB
     if side == "under":
         rows -= 2
     x = make_input((rows, cols), dtype, "cuda")

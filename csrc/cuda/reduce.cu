@@ -801,11 +801,16 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // dim 0 from 31.5 MiB 0.2-4% faster (2060 x 8002 18.62 -> 17.92), from 45.8 MiB 3-9% (8132 x
 // 6150 45.09 -> 42.05), compensated sums alike (4784 x 7002 32.46 -> 29.34), plain sums with
 // reduce_cols_kernel's 16-bit fence 4-11% from 47 MiB (7141 x 7002 43.4 -> 38.7); at 16 MiB 16
-// lanes won by 0.5-7% (amax 1385 x 6150 12.4 -> 13.0). float32 ones stay on 16 lanes: 16 won up
-// to 95 MiB by 0-17%, and from 112 to 184 MiB the amaxes gained 1-4% by 32 where the sums moved
-// both ways (5701 and 6001 columns 0-3% slower, 7001 and 8001 1-8% faster; calls 2, 4).
+// lanes won by 0.5-7% (amax 1385 x 6150 12.4 -> 13.0). Session 113 (h200_study/session113.txt,
+// call 1) timed 16-32 MiB on the fenced kernel, us, 16 -> 32 lanes: at 28 MiB 32 lanes won at
+// every width, sums and amaxes (2387 x 6150 sum 16.61 -> 16.48, 2097 x 7002 18.11 -> 17.38, 1835 x
+// 8002 17.41 -> 16.64, 1744 x 8417 16.64 -> 15.97), at 24 MiB they were mixed (1797 x 7002 15.65 ->
+// 16.26, 1572 x 8002 16.00 -> 15.49), at 16-20 MiB 16 lanes won or tied: hence 27 MiB. float32
+// ones stay on 16 lanes: 16 won up to 95 MiB by 0-17%, and from 112 to 184 MiB the amaxes gained
+// 1-4% by 32 where the sums moved both ways (5701 and 6001 columns 0-3% slower, 7001 and 8001 1-8%
+// faster; session112.txt, calls 2, 4).
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
-constexpr int64_t kWideElementTiles16BitBytes = int64_t{32} << 20;
+constexpr int64_t kWideElementTiles16BitBytes = int64_t{27} << 20;
 ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split, bool wide_16bit_elements) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
   const int64_t forced_lanes = env_positive("REDUCE_OPS_COLS_LANES", 0);
