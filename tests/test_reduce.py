@@ -1608,7 +1608,8 @@ def test_streamed_columns_split_in_few_take_fewer_lanes(monkeypatch, splits, lan
 # SMs and 2 x SMs tiles of 32 lanes) keep 32 lanes where those split in 4 (reduce.cu's stream_plan:
 # 8 lanes read 4 rows of 16 or 32 bytes a load), and take 16 lanes unsplit where they split in 2,
 # as whole packs do. Checked on sm_90 by the launch: 32 x 8 threads in 4 x SMs blocks, or 16 x 16
-# in as many blocks as 16-lane tiles. Each as torch's.
+# in as many blocks as 16-lane tiles. 16-bit ones take 64 lanes of 4 rows of threads
+# (kElementThreadRows16Bit), which split both widths in 4 x SMs blocks. Each as torch's.
 @requires_cuda
 @pytest.mark.parametrize("splits", [2, 4], ids=["in2", "in4"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
@@ -1624,14 +1625,17 @@ def test_streamed_element_columns_split_in_4_keep_32_lanes(monkeypatch, splits, 
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
     if torch.cuda.get_device_capability() == (9, 0):
         expected = ((4 * sms, 1, 1), (32, 8, 1)) if splits == 4 else (((cols + 15) // 16, 1, 1), (16, 16, 1))
+        if dtype != torch.float32:
+            expected = ((4 * sms, 1, 1), (64, 4, 1))
         assert cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel") == [expected]
 
 
 # 16-bit tiles of an element a thread that 32 lanes split in 2 (64 x SMs - 31 columns, 2 x SMs
 # tiles) keep 32 lanes from 27 MiB (reduce.cu's kWideElementTiles16BitBytes) and take 16 lanes
-# unsplit under it; float32 ones take 16 lanes at the larger count too. Odd row counts, which no
-# row group divides. Checked on sm_90 by the launch, as above; each as torch's, with the plain and
-# the compensated (float32) sums.
+# unsplit under it; float32 ones take 16 lanes at the larger count too. 16-bit tiles are 32 lanes
+# wide only with 8 rows of threads (REDUCE_OPS_COLS_THREAD_ROWS=8, set here; by default they take
+# 4, and 64 lanes split this width in 4). Odd row counts, which no row group divides. Checked on
+# sm_90 by the launch, as above; each as torch's, with the plain and the compensated (float32) sums.
 @requires_cuda
 @pytest.mark.parametrize("side", ["under", "from"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=dtype_id)
@@ -1639,6 +1643,7 @@ def test_streamed_16_bit_element_columns_split_in_2_keep_32_lanes_from_27_mib(mo
     clear_column_knobs(monkeypatch)
     for name in ("REDUCE_OPS_COLS_LANES", "REDUCE_OPS_COLS_BLOCKS_PER_SM", "REDUCE_OPS_STRATEGY", "REDUCE_OPS_SUM"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("REDUCE_OPS_COLS_THREAD_ROWS", "8")
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     cols = 64 * sms - 31
     rows = -(-(27 << 20) // (2 * cols)) | 1  # the first odd count whose 16-bit bytes reach 27 MiB
@@ -1651,6 +1656,35 @@ def test_streamed_16_bit_element_columns_split_in_2_keep_32_lanes_from_27_mib(mo
         expected = ((4 * sms, 1, 1), (32, 8, 1)) if wide else (((cols + 15) // 16, 1, 1), (16, 16, 1))
         assert cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel") == [expected]
         assert cuda_launch_dims(lambda: reduce_ops.amax(x, 0), "reduce_cols_kernel") == [expected]
+
+
+# Streamed 16-bit tiles of an element a thread take 64 lanes of 4 rows of threads
+# (kElementThreadRows16Bit) where those tiles split in 4 or more, float32 ones 32 of 8, as
+# REDUCE_OPS_COLS_THREAD_ROWS=8 makes the 16-bit ones: 8373 x 1002 (16 MiB in 16 bits, 16 tiles of
+# 64 lanes). 128 x SMs - 63 columns (2 x SMs tiles of 64 lanes, which would split in 2) keep 32 x 8
+# in every dtype. Odd row counts, no row group. Each as torch's, the plain and compensated sums and
+# the amax; the launch's block checked on sm_90.
+@requires_cuda
+@pytest.mark.parametrize("knob", [None, "8"], ids=["auto", "rows8"])
+@pytest.mark.parametrize("width", ["1002", "split_in_2"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=dtype_id)
+def test_streamed_16_bit_element_columns_take_4_rows_of_64_lanes(monkeypatch, dtype, width, knob):
+    clear_column_knobs(monkeypatch)
+    for name in ("REDUCE_OPS_COLS_LANES", "REDUCE_OPS_COLS_BLOCKS_PER_SM", "REDUCE_OPS_STRATEGY", "REDUCE_OPS_SUM",
+                 "REDUCE_OPS_COLS_THREAD_ROWS"):
+        monkeypatch.delenv(name, raising=False)
+    if knob:
+        monkeypatch.setenv("REDUCE_OPS_COLS_THREAD_ROWS", knob)
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    shape = (8373, 1002) if width == "1002" else (1201, 128 * sms - 63)
+    x = make_input(shape, dtype, "cuda")
+    check_reductions(x, 0)
+    if torch.cuda.get_device_capability() == (9, 0):
+        wide = dtype != torch.float32 and knob is None and width == "1002"
+        block = (64, 4, 1) if wide else (32, 8, 1)
+        for op in (reduce_ops.sum, reduce_ops.amax):
+            launches = cuda_launch_dims(lambda: op(x, 0), "reduce_cols_kernel")
+            assert [b for _, b in launches] == [block], launches
 
 
 # The unaligned-column paths, forced by mode (reduce.cu's launch_cols_*; described below).

@@ -626,10 +626,11 @@ struct ColsLaunch {
 // with 8 blocks and a split of 256 (H200: 43% of copy); 32 x 8 gave 79%. Lanes first (whole
 // rows, one row of threads) lost 0.5-2% where the block counts matched, and more where the
 // segments' 256-row minimum left fewer blocks (H100, h200_study/session46_cols.txt).
-// `lanes` caps the lanes across the columns (stream_plan narrows them to fill the last wave).
-ColsLaunch cols_launch(const ColsArgs& a, int vec, int64_t lanes = kBlock) {
+// `lanes` caps the lanes across the columns (stream_plan narrows them to fill the last wave),
+// `thread_rows` the first rows of threads (kElementThreadRows16Bit for 16-bit element tiles).
+ColsLaunch cols_launch(const ColsArgs& a, int vec, int64_t lanes = kBlock, int64_t thread_rows = 8) {
   ColsLaunch l{1, 1};
-  while (l.by < 8 && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
+  while (l.by < thread_rows && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.bx) * vec < a.inner && l.bx * 2 <= lanes) l.bx *= 2;
   while (l.bx * l.by < kBlock && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
   return l;
@@ -808,14 +809,41 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // 16.26, 1572 x 8002 16.00 -> 15.49), at 16-20 MiB 16 lanes won or tied: hence 27 MiB. float32
 // ones stay on 16 lanes: 16 won up to 95 MiB by 0-17%, and from 112 to 184 MiB the amaxes gained
 // 1-4% by 32 where the sums moved both ways (5701 and 6001 columns 0-3% slower, 7001 and 8001 1-8%
-// faster; session112.txt, calls 2, 4).
+// faster; session112.txt, calls 2, 4). Since session 113 16-bit element tiles take 64 lanes of 4
+// rows of threads where those split in 4 or more (below), which is where 32-lane tiles split in 2:
+// this bound now applies to them only under REDUCE_OPS_COLS_THREAD_ROWS=8.
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
 constexpr int64_t kWideElementTiles16BitBytes = int64_t{27} << 20;
-ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split, bool wide_16bit_elements) {
+// 16-bit element tiles (vec 1) take 4 rows of threads first, so 64 lanes across (128 bytes of a
+// row a block, two warps side by side) where the columns allow, rather than 8 rows of 32 lanes
+// (`element_tiles_16bit`).
+// H200, us, 8 -> 4 rows of threads, odd row counts (no row group), 8-48 MiB
+// (h200_study/session113.txt, call 6): bfloat16 sums over dim 0 839 x 5001 11.07 -> 9.76, 12559 x
+// 1002 16.22 -> 15.52, 1797 x 7002 15.58 -> 14.78, 2047 x 6150 15.20 -> 14.18, 1025 x 4098 10.75 ->
+// 9.79; compensated sums 3-15% faster, amaxes as the plain sums; of 36 widths x sizes, the plain
+// sums and amaxes lost at 2050 columns (1.2-2.2%), at 683 x 6150 and 499 x 8417 (8 MiB, 2-3%) and
+// 4193 x 3002 (2.4-3.9%). float32 ones keep 8 rows: their sums gained 1-11% but their amaxes
+// moved both ways (599 x 7001 11.39 -> 11.78, 6143 x 4097 31.17 -> 30.40). Only where the 64-lane
+// tiles still split in 4 or more (every width above): where they would split in 2 and 32 lanes
+// need no split, 4 rows lost 1-14% (call 7: 349 x 12001 8.90 -> 10.08, 1201 x 12001 14.98 ->
+// 15.81, 901 x 16001 14.72 -> 15.47). REDUCE_OPS_COLS_THREAD_ROWS=<n> (a developer knob) sets the
+// first rows of threads for every streaming plan.
+constexpr int64_t kElementThreadRows16Bit = 4;
+ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split, bool wide_16bit_elements,
+                     bool element_tiles_16bit) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
   const int64_t forced_lanes = env_positive("REDUCE_OPS_COLS_LANES", 0);
   const int64_t lanes = forced_lanes > 0 ? forced_lanes : kBlock;
-  ColsLaunch l = cols_launch(a, vec, lanes);
+  const int64_t forced_rows = env_positive("REDUCE_OPS_COLS_THREAD_ROWS", 0);
+  int64_t thread_rows = forced_rows > 0 ? forced_rows : 8;
+  ColsLaunch l = cols_launch(a, vec, lanes, thread_rows);
+  if (forced_rows == 0 && element_tiles_16bit) {
+    const ColsLaunch wide = cols_launch(a, vec, lanes, kElementThreadRows16Bit);
+    if (a.outer * ceil_div(thread_cols, wide.bx) * 4 <= resident) {
+      l = wide;
+      thread_rows = kElementThreadRows16Bit;
+    }
+  }
   a.tiles = ceil_div(thread_cols, l.bx);
   int64_t splits = 1;
   if (a.outer * a.tiles * 2 <= resident && a.reduced >= 2 * kMinColsChunk) {
@@ -826,7 +854,7 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
   // Tiles of `narrow_lanes` across, the same block size: taken (l, a.tiles), and true, where
   // takes(their tile count) holds.
   const auto narrow_to = [&](int64_t narrow_lanes, const auto& takes) {
-    const ColsLaunch narrow = cols_launch(a, vec, narrow_lanes);
+    const ColsLaunch narrow = cols_launch(a, vec, narrow_lanes, thread_rows);
     const int64_t narrow_tiles = ceil_div(thread_cols, narrow.bx);
     if (narrow.bx * narrow.by != l.bx * l.by || !takes(narrow_tiles)) return false;
     l = narrow;
@@ -843,7 +871,7 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
     // Segments of whole rounds for each row of threads (kColsChunkRows).
     split.chunk = std::min(ceil_div(ceil_div(a.reduced, splits), kColsChunkRows) * kColsChunkRows, a.reduced - 1);
     split.splits = ceil_div(a.reduced, split.chunk);
-    const ColsLaunch split_l = cols_launch(split, vec, lanes);
+    const ColsLaunch split_l = cols_launch(split, vec, lanes, thread_rows);
     split.tiles = ceil_div(thread_cols, split_l.bx);
     set_fold_groups(split, split_l.by);
     if (cols_fold(split).counters <= kMaxCounters) return {split, split_l};
@@ -1207,7 +1235,8 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   }
   if (!plan) {
     const bool wide_16bit_elements = sizeof(In) == 2 && cols_input_bytes<In>(g) >= kWideElementTiles16BitBytes;
-    plan = stream_plan(base, vec, stream_resident, sm_count() * occupancy, forced.is("split"), wide_16bit_elements);
+    plan = stream_plan(base, vec, stream_resident, sm_count() * occupancy, forced.is("split"), wide_16bit_elements,
+                       sizeof(In) == 2 && vec == 1);
   }
   launch_cols_plan<In, Out>(kernel, xt, out_t, *plan, vec, r, stream);
 }
