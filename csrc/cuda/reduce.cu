@@ -810,8 +810,10 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // ones stay on 16 lanes: 16 won up to 95 MiB by 0-17%, and from 112 to 184 MiB the amaxes gained
 // 1-4% by 32 where the sums moved both ways (5701 and 6001 columns 0-3% slower, 7001 and 8001 1-8%
 // faster; session112.txt, calls 2, 4). Since session 113 16-bit element tiles take 64 lanes of 4
-// rows of threads where those split in 4 or more (below), which is where 32-lane tiles split in 2:
-// this bound now applies to them only under REDUCE_OPS_COLS_THREAD_ROWS=8.
+// rows of threads where those split in 4 or more (below), which is where 32-lane tiles split in 2
+// but for the rounding of some outer counts (against 528 blocks, 7 x 1153-1184 columns: 7 x 19
+// tiles of 64 lanes, too many for 4 segments, 7 x 37 of 32 in 2): this bound now applies to them
+// almost only under REDUCE_OPS_COLS_THREAD_ROWS=8.
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
 constexpr int64_t kWideElementTiles16BitBytes = int64_t{27} << 20;
 // 16-bit element tiles (vec 1) take 4 rows of threads first, so 64 lanes across (128 bytes of a
@@ -836,14 +838,11 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
   const int64_t lanes = forced_lanes > 0 ? forced_lanes : kBlock;
   const int64_t forced_rows = env_positive("REDUCE_OPS_COLS_THREAD_ROWS", 0);
   int64_t thread_rows = forced_rows > 0 ? forced_rows : 8;
-  ColsLaunch l = cols_launch(a, vec, lanes, thread_rows);
-  if (forced_rows == 0 && element_tiles_16bit) {
-    const ColsLaunch wide = cols_launch(a, vec, lanes, kElementThreadRows16Bit);
-    if (a.outer * ceil_div(thread_cols, wide.bx) * 4 <= resident) {
-      l = wide;
-      thread_rows = kElementThreadRows16Bit;
-    }
+  if (forced_rows == 0 && element_tiles_16bit &&
+      a.outer * ceil_div(thread_cols, cols_launch(a, vec, lanes, kElementThreadRows16Bit).bx) * 4 <= resident) {
+    thread_rows = kElementThreadRows16Bit;
   }
+  ColsLaunch l = cols_launch(a, vec, lanes, thread_rows);
   a.tiles = ceil_div(thread_cols, l.bx);
   int64_t splits = 1;
   if (a.outer * a.tiles * 2 <= resident && a.reduced >= 2 * kMinColsChunk) {
