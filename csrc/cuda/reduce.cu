@@ -984,7 +984,14 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // 4092 x 6150 23.36 -> 24.77, 5456 x 6150 29.54 -> 28.61; columns of 4098 lost up to 96 MiB once
 // their one-element tiles kept 32 lanes (stream_plan; 12280 x 4098 36.29 -> 37.70), but 7002
 // gained from 32 MiB (4792 x 7002 32.22 -> 28.00): from 80 MiB. REDUCE_OPS_COLS_ROW_GROUPS=on
-// takes them at any size.
+// takes them at any size. Since session 114 the fold is a programmatic dependent of the first
+// launch (h200_study/session114.txt, calls 2-5), bfloat16 over dim 0, row groups forced, us,
+// plain launch -> dependent: sums 6144 x 2050 16.48 -> 14.43, 4096 x 4098 18.82 -> 17.02, 16384 x
+// 1002 17.79 -> 16.67, 25116 x 1002 22.02 -> 21.12, 32768 x 1002 25.25 -> 24.48. Against the
+// one-element kernel (its 4 rows of 64 lanes since session 113) they then gain from 40 MiB at every
+// width, at 32 MiB on 1002 and 7002 columns (0.93-0.97x) but not on 2050 and 4098 (1.02-1.04x), and
+// at 24 MiB lose up to 8% (amaxes, 3072 x 4098 14.21 -> 15.30); in CUDA graphs 0.86-0.99x from 32
+// MiB: the 27 MiB bound stays.
 constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
@@ -1077,9 +1084,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
       at::empty({g.outer * wide.inner}, xt.options().dtype(c10::CppTypeToScalarType<V>::value));
   launch_cols<In, V>(xt, wide, partial, r, stream, forced);
   const int64_t columns = g.outer * g.inner;
-  fold_row_groups_kernel<Out, R><<<grid_for(ceil_div(columns, kBlock)), kBlock, 0, stream>>>(
-      partial.const_data_ptr<V>(), out_t.mutable_data_ptr<Out>(), columns, g.inner, static_cast<int>(groups), r);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_dependent(fold_row_groups_kernel<Out, R>, grid_for(ceil_div(columns, kBlock)), dim3(kBlock), 0, stream,
+                   partial.const_data_ptr<V>(), out_t.mutable_data_ptr<Out>(), columns, g.inner, static_cast<int>(groups),
+                   r);
   return true;
 }
 

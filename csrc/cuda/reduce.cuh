@@ -1658,6 +1658,9 @@ __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const type
   constexpr int kSlots = kThreads / kItemThreads;  // items a block folds at once
   __shared__ Acc warp_results[kWarps][kW];
   wait_for_prerequisite();
+  // A row groups' fold (fold_row_groups_kernel) may start as this grid's blocks leave; it waits
+  // for these results. Without one this is a no-op.
+  allow_dependents();
   const int words = padded / kW, t = threadIdx.x % kItemThreads, lane = threadIdx.x % kWarpSize;
   // Whole items step together: a block's threads all reach its barriers, a warp's lanes its shuffles.
   for (int64_t item = blockIdx.x * static_cast<int64_t>(kSlots) + threadIdx.x / kItemThreads; item < items;
@@ -1713,9 +1716,11 @@ __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const type
 // launch_cols_row_groups): `partial` holds, for each outer index, `groups` rows of `inner`
 // results, one for each residue of the reduced index modulo `groups` (finished values of R);
 // out[o * inner + c] folds partial[o][0..groups)[c] in that order with R. One thread a column.
+// A programmatic dependent of the first launch's last kernel: it waits for `partial` first.
 template <typename Out, typename R>
 __global__ void fold_row_groups_kernel(const typename R::Value* __restrict__ partial, Out* __restrict__ out,
                                        int64_t columns, int64_t inner, int groups, R r) {
+  wait_for_prerequisite();
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < columns; i += step) {
     // partial[o][j][c] with o = i / inner, c = i - o * inner: o * (groups - 1) * inner + i + j * inner.
