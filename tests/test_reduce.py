@@ -1837,6 +1837,28 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
     check_amax(x, 0)
 
 
+# Under 256 KB (reduce.cu's kRowGroupsMinBytes) row groups are taken where the reduced dim is
+# more than 128 rows (kRowGroupsSmallMinReduced) and not up to it: 77, 197 and 239 columns of 256
+# and 136 rows against 128 and 64, a middle dim of 2 outer indices, every dtype (float64: groups
+# of 2 rows).
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=dtype_id)
+@pytest.mark.parametrize("shape,dim", [((256, 77), 0), ((136, 77), 0), ((128, 77), 0), ((136, 197), 0),
+                                       ((64, 197), 0), ((136, 239), 0), ((128, 239), 0), ((2, 136, 77), 1),
+                                       ((2, 128, 77), 1)], ids=str)
+def test_small_row_groups_past_128_rows(monkeypatch, dtype, shape, dim):
+    clear_column_knobs(monkeypatch)
+    x = make_input(shape, dtype, "cuda")
+    assert x.numel() * x.element_size() < 1 << 18
+    names = cuda_kernels_run(lambda: reduce_ops.sum(x, dim))
+    assert bool(launches_of(names, "fold_row_groups_kernel")) == (shape[dim] > 128), names
+    assert bool(launches_of(cuda_kernels_run(lambda: reduce_ops.amax(x, dim)), "fold_row_groups_kernel")) == (
+        shape[dim] > 128)
+    check_sum(x, dim)
+    check_amax(x, dim)
+    assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
+
+
 # 16-bit columns whose row group is more than 256 packs (reduce.cu's kRowGroupsWide16BitBytes and
 # kRowGroupsWide16BitCompensatedBytes): row groups (their second launch, fold_row_groups_kernel)
 # from 27 MiB of input for plain sums and amaxes, from 80 MiB for sums into float32, the

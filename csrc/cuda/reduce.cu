@@ -985,14 +985,26 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // their one-element tiles kept 32 lanes (stream_plan; 12280 x 4098 36.29 -> 37.70), but 7002
 // gained from 32 MiB (4792 x 7002 32.22 -> 28.00): from 80 MiB. REDUCE_OPS_COLS_ROW_GROUPS=on
 // takes them at any size. Since session 114 the fold is a programmatic dependent of the first
-// launch (h200_study/session114.txt, calls 2-5), bfloat16 over dim 0, row groups forced, us,
+// launch (h200_study/session114.txt, calls 3-6), bfloat16 over dim 0, row groups forced, us,
 // plain launch -> dependent: sums 6144 x 2050 16.48 -> 14.43, 4096 x 4098 18.82 -> 17.02, 16384 x
 // 1002 17.79 -> 16.67, 25116 x 1002 22.02 -> 21.12, 32768 x 1002 25.25 -> 24.48. Against the
 // one-element kernel (its 4 rows of 64 lanes since session 113) they then gain from 40 MiB at every
 // width, at 32 MiB on 1002 and 7002 columns (0.93-0.97x) but not on 2050 and 4098 (1.02-1.04x), and
 // at 24 MiB lose up to 8% (amaxes, 3072 x 4098 14.21 -> 15.30); in CUDA graphs 0.86-0.99x from 32
 // MiB: the 27 MiB bound stays.
+// Under kRowGroupsMinBytes they are taken where the reduced dim is more than
+// kRowGroupsSmallMinReduced rows: there the one-element and full-width plans split it in
+// segments of 128 rows and fold them in the launch (float32 128 x 197: 25 blocks of 8 x 32
+// threads, 256 x 197: 50; 128 x 77: one block of 77 x 8, 136 x 77: 2), and the row groups' two
+// launches (the fold a programmatic dependent) won in both timers; up to 128 rows those plans are
+// one segment and won. H200, us, one element -> row groups, bench.py's timer over 4 inputs | CUDA
+// graph (h200_study/session114.txt, calls 7-9): float32 256 x 77 (77 KB) sum 7.36 -> 6.27 | 4.46
+// -> 3.99, 136 x 239 8.00 -> 6.30 | 4.95 -> 4.02; bfloat16 256 x 197 7.20 -> 5.92 | 4.44 -> 3.91;
+// float64 192 x 77 amax 8.29 -> 5.82 | 5.07 -> 3.93; 36 cases of 136-256 rows, every dtype,
+// 0.70-0.94x | 0.76-0.97x. But float32 128 x 77 5.50 -> 6.43 | 2.76 -> 3.87, bfloat16 128 x 1002
+// 5.66 -> 6.30 | 2.94 -> 3.95.
 constexpr int64_t kRowGroupsMinBytes = int64_t{1} << 18;
+constexpr int64_t kRowGroupsSmallMinReduced = 128;
 constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 constexpr int64_t kRowGroupsWide16BitBytes = int64_t{27} << 20;
@@ -1070,7 +1082,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
   const int64_t wide_16bit_from =
       std::is_same_v<R, NeumaierReducer<V>> ? kRowGroupsWide16BitCompensatedBytes : kRowGroupsWide16BitBytes;
-  const bool faster = (bytes >= kRowGroupsMinBytes && bytes <= kRowGroupsSmallMaxBytes) || bytes >= kRowGroupsLargeBytes ||
+  const bool faster = ((bytes >= kRowGroupsMinBytes || g.reduced > kRowGroupsSmallMinReduced) &&
+                       bytes <= kRowGroupsSmallMaxBytes) ||
+                      bytes >= kRowGroupsLargeBytes ||
                       (wide_16bit && bytes >= wide_16bit_from);
   // One getenv: where it was faster only "off" skips it, elsewhere only "on" takes it.
   if (faster ? env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "off") : !env_equals("REDUCE_OPS_COLS_ROW_GROUPS", "on")) {
