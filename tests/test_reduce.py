@@ -1608,8 +1608,9 @@ def test_streamed_columns_split_in_few_take_fewer_lanes(monkeypatch, splits, lan
 # SMs and 2 x SMs tiles of 32 lanes) keep 32 lanes where those split in 4 (reduce.cu's stream_plan:
 # 8 lanes read 4 rows of 16 or 32 bytes a load), and take 16 lanes unsplit where they split in 2,
 # as whole packs do. Checked on sm_90 by the launch: 32 x 8 threads in 4 x SMs blocks, or 16 x 16
-# in as many blocks as 16-lane tiles. 16-bit ones take 64 lanes of 4 rows of threads
-# (kElementThreadRows16Bit), which split both widths in 4 x SMs blocks. Each as torch's.
+# in as many blocks as 16-lane tiles. 16-bit ones and float32 (compensated) sums take 64 lanes of
+# 4 rows of threads (kElementThreadRows), which split both widths in 4 x SMs blocks; float32
+# amaxes keep 8 rows. Each as torch's.
 @requires_cuda
 @pytest.mark.parametrize("splits", [2, 4], ids=["in2", "in4"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_id)
@@ -1624,10 +1625,11 @@ def test_streamed_element_columns_split_in_4_keep_32_lanes(monkeypatch, splits, 
     check_amax(x, 0)
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
     if torch.cuda.get_device_capability() == (9, 0):
-        expected = ((4 * sms, 1, 1), (32, 8, 1)) if splits == 4 else (((cols + 15) // 16, 1, 1), (16, 16, 1))
+        amax = ((4 * sms, 1, 1), (32, 8, 1)) if splits == 4 else (((cols + 15) // 16, 1, 1), (16, 16, 1))
         if dtype != torch.float32:
-            expected = ((4 * sms, 1, 1), (64, 4, 1))
-        assert cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel") == [expected]
+            amax = ((4 * sms, 1, 1), (64, 4, 1))
+        assert cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel") == [((4 * sms, 1, 1), (64, 4, 1))]
+        assert cuda_launch_dims(lambda: reduce_ops.amax(x, 0), "reduce_cols_kernel") == [amax]
 
 
 # 16-bit tiles of an element a thread that 32 lanes split in 2 (64 x SMs - 31 columns, 2 x SMs
@@ -1658,12 +1660,12 @@ def test_streamed_16_bit_element_columns_split_in_2_keep_32_lanes_from_27_mib(mo
         assert cuda_launch_dims(lambda: reduce_ops.amax(x, 0), "reduce_cols_kernel") == [expected]
 
 
-# Streamed 16-bit tiles of an element a thread take 64 lanes of 4 rows of threads
-# (kElementThreadRows16Bit) where those tiles split in 4 or more, float32 ones 32 of 8, as
-# REDUCE_OPS_COLS_THREAD_ROWS=8 makes the 16-bit ones: 8373 x 1002 (16 MiB in 16 bits, 16 tiles of
-# 64 lanes). 128 x SMs - 63 columns (2 x SMs tiles of 64 lanes, which would split in 2) keep 32 x 8
-# in every dtype. Odd row counts, no row group. Each as torch's, the plain and compensated sums and
-# the amax; the launch's block checked on sm_90.
+# Streamed 16-bit tiles of an element a thread, and float32 ones of compensated sums, take 64
+# lanes of 4 rows of threads (kElementThreadRows) where those tiles split in 4 or more; float32
+# amaxes and plain sums 32 of 8, as REDUCE_OPS_COLS_THREAD_ROWS=8 makes every one: 8373 x 1002 (16
+# MiB in 16 bits, 16 tiles of 64 lanes). 128 x SMs - 63 columns (2 x SMs tiles of 64 lanes, which
+# would split in 2) keep 32 x 8 in every dtype. Odd row counts, no row group. Each as torch's, the
+# plain and compensated sums and the amax; the launch's block checked on sm_90.
 @requires_cuda
 @pytest.mark.parametrize("knob", [None, "8"], ids=["auto", "rows8"])
 @pytest.mark.parametrize("width", ["1002", "split_in_2"])
@@ -1680,11 +1682,15 @@ def test_streamed_16_bit_element_columns_take_4_rows_of_64_lanes(monkeypatch, dt
     x = make_input(shape, dtype, "cuda")
     check_reductions(x, 0)
     if torch.cuda.get_device_capability() == (9, 0):
-        wide = dtype != torch.float32 and knob is None and width == "1002"
-        block = (64, 4, 1) if wide else (32, 8, 1)
+        four_rows = knob is None and width == "1002"
         for op in (reduce_ops.sum, reduce_ops.amax):
+            wide = four_rows and (dtype != torch.float32 or op is reduce_ops.sum)
             launches = cuda_launch_dims(lambda: op(x, 0), "reduce_cols_kernel")
-            assert [b for _, b in launches] == [block], launches
+            assert [b for _, b in launches] == [(64, 4, 1) if wide else (32, 8, 1)], launches
+        monkeypatch.setenv("REDUCE_OPS_SUM", "plain")  # float32's plain sums keep 8 rows
+        launches = cuda_launch_dims(lambda: reduce_ops.sum(x, 0), "reduce_cols_kernel")
+        wide = four_rows and dtype != torch.float32
+        assert [b for _, b in launches] == [(64, 4, 1) if wide else (32, 8, 1)], launches
 
 
 # The unaligned-column paths, forced by mode (reduce.cu's launch_cols_*; described below).

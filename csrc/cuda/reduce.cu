@@ -627,7 +627,7 @@ struct ColsLaunch {
 // rows, one row of threads) lost 0.5-2% where the block counts matched, and more where the
 // segments' 256-row minimum left fewer blocks (H100, h200_study/session46_cols.txt).
 // `lanes` caps the lanes across the columns (stream_plan narrows them to fill the last wave),
-// `thread_rows` the first rows of threads (kElementThreadRows16Bit for 16-bit element tiles).
+// `thread_rows` the first rows of threads (kElementThreadRows for some element tiles, stream_plan).
 ColsLaunch cols_launch(const ColsArgs& a, int vec, int64_t lanes = kBlock, int64_t thread_rows = 8) {
   ColsLaunch l{1, 1};
   while (l.by < thread_rows && static_cast<int64_t>(l.by) * 2 * 16 <= a.chunk) l.by *= 2;
@@ -816,31 +816,37 @@ double wave_fill(int64_t blocks, int64_t wave) {
 // almost only under REDUCE_OPS_COLS_THREAD_ROWS=8.
 // REDUCE_OPS_COLS_LANES=<n> (a developer knob) caps the lanes across at n in every streaming plan.
 constexpr int64_t kWideElementTiles16BitBytes = int64_t{27} << 20;
-// 16-bit element tiles (vec 1) take 4 rows of threads first, so 64 lanes across (128 bytes of a
-// row a block, two warps side by side) where the columns allow, rather than 8 rows of 32 lanes
-// (`element_tiles_16bit`).
+// 16-bit element tiles (vec 1), and since session 115 float32 ones of compensated sums, take 4
+// rows of threads first, so 64 lanes across (128 bytes of a row a block, two warps side by side)
+// where the columns allow, rather than 8 rows of 32 lanes (`element_tiles_4rows`).
 // H200, us, 8 -> 4 rows of threads, odd row counts (no row group), 8-48 MiB
 // (h200_study/session113.txt, call 6): bfloat16 sums over dim 0 839 x 5001 11.07 -> 9.76, 12559 x
 // 1002 16.22 -> 15.52, 1797 x 7002 15.58 -> 14.78, 2047 x 6150 15.20 -> 14.18, 1025 x 4098 10.75 ->
 // 9.79; compensated sums 3-15% faster, amaxes as the plain sums; of 36 widths x sizes, the plain
 // sums and amaxes lost at 2050 columns (1.2-2.2%), at 683 x 6150 and 499 x 8417 (8 MiB, 2-3%) and
-// 4193 x 3002 (2.4-3.9%). float32 ones keep 8 rows: their sums gained 1-11% but their amaxes
-// moved both ways (599 x 7001 11.39 -> 11.78, 6143 x 4097 31.17 -> 30.40). Only where the 64-lane
-// tiles still split in 4 or more (every width above): where they would split in 2 and 32 lanes
-// need no split, 4 rows lost 1-14% (call 7: 349 x 12001 8.90 -> 10.08, 1201 x 12001 14.98 ->
-// 15.81, 901 x 16001 14.72 -> 15.47). REDUCE_OPS_COLS_THREAD_ROWS=<n> (a developer knob) sets the
-// first rows of threads for every streaming plan.
-constexpr int64_t kElementThreadRows16Bit = 4;
+// 4193 x 3002 (2.4-3.9%). float32 amaxes keep 8 rows: they moved both ways (599 x 7001 11.39 ->
+// 11.78, 6143 x 4097 31.17 -> 30.40), where the sums gained 1-11%; the compensated sums (float32's
+// default) then take 4 (h200_study/session115.txt, call 2; float32 sums over dim 0, us, 8 -> 4
+// rows, bench.py's timer | CUDA graph): 419 x 5001 (8 MiB) 11.01 -> 9.44 | 7.98 -> 6.46, 1537 x
+// 4097 14.66 -> 13.17 | 11.77 -> 10.34, 25141 x 1001 (96 MiB) 33.60 -> 32.46 | 31.28 -> 30.18, 5991
+// x 7001 (160 MiB) 55.26 -> 49.09 | 52.48 -> 46.03; the other 20 cases of 1001-7001 columns at
+// 8-160 MiB 0.86-0.99x | 0.81-1.00x but 4193 x 3001 19.94 -> 20.22 | 17.20 -> 17.71 (plain float32
+// sums, a knob's or a staged sum's, were not timed and keep 8). Only where the 64-lane tiles still
+// split in 4 or more (every width above): where they would split in 2 and 32 lanes need no split, 4
+// rows lost 1-14% (call 7: 349 x 12001 8.90 -> 10.08, 1201 x 12001 14.98 -> 15.81, 901 x 16001
+// 14.72 -> 15.47). REDUCE_OPS_COLS_THREAD_ROWS=<n> (a developer knob) sets the first rows of
+// threads for every streaming plan.
+constexpr int64_t kElementThreadRows = 4;
 ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool force_split, bool wide_16bit_elements,
-                     bool element_tiles_16bit) {
+                     bool element_tiles_4rows) {
   const int64_t thread_cols = ceil_div(a.inner, vec);
   const int64_t forced_lanes = env_positive("REDUCE_OPS_COLS_LANES", 0);
   const int64_t lanes = forced_lanes > 0 ? forced_lanes : kBlock;
   const int64_t forced_rows = env_positive("REDUCE_OPS_COLS_THREAD_ROWS", 0);
   int64_t thread_rows = forced_rows > 0 ? forced_rows : 8;
-  if (forced_rows == 0 && element_tiles_16bit &&
-      a.outer * ceil_div(thread_cols, cols_launch(a, vec, lanes, kElementThreadRows16Bit).bx) * 4 <= resident) {
-    thread_rows = kElementThreadRows16Bit;
+  if (forced_rows == 0 && element_tiles_4rows &&
+      a.outer * ceil_div(thread_cols, cols_launch(a, vec, lanes, kElementThreadRows).bx) * 4 <= resident) {
+    thread_rows = kElementThreadRows;
   }
   ColsLaunch l = cols_launch(a, vec, lanes, thread_rows);
   a.tiles = ceil_div(thread_cols, l.bx);
@@ -1255,8 +1261,9 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   }
   if (!plan) {
     const bool wide_16bit_elements = sizeof(In) == 2 && cols_input_bytes<In>(g) >= kWideElementTiles16BitBytes;
+    const bool element_tiles_4rows = vec == 1 && (sizeof(In) == 2 || std::is_same_v<R, NeumaierReducer<float>>);
     plan = stream_plan(base, vec, stream_resident, sm_count() * occupancy, forced.is("split"), wide_16bit_elements,
-                       sizeof(In) == 2 && vec == 1);
+                       element_tiles_4rows);
   }
   launch_cols_plan<In, Out>(kernel, xt, out_t, *plan, vec, r, stream);
 }
