@@ -1865,6 +1865,35 @@ def test_small_row_groups_past_128_rows(monkeypatch, dtype, shape, dim):
     assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
 
 
+# float32 columns whose row group is 257-1024 packs take row groups past 3.5 MiB too (reduce.cu's
+# kRowGroupsSmallFloatSumMaxBytes and kRowGroupsSmallFloatMaxMaxBytes): sums (compensated or plain)
+# up to 5.75 MiB, amaxes up to 8 MiB. 1002 columns (2 rows a group, 501 packs) of 900 rows (3.4
+# MiB), 1504 (the most groups within 5.75 MiB) and 1506, 2092 (within 8 MiB) and 2094; 1025
+# columns (1025 packs) of 1200 rows (4.7 MiB) and bfloat16 1002 columns of 2496 (4.8 MiB) keep the
+# 3.5 MiB bound (none). Each as torch's.
+@requires_cuda
+@pytest.mark.parametrize("dtype,shape", [(torch.float32, (900, 1002)), (torch.float32, (1504, 1002)),
+                                         (torch.float32, (1506, 1002)), (torch.float32, (2092, 1002)),
+                                         (torch.float32, (2094, 1002)), (torch.float32, (1200, 1025)),
+                                         (torch.bfloat16, (2496, 1002))], ids=str)
+def test_float32_row_groups_sums_to_5_75_mib_amaxes_to_8(monkeypatch, dtype, shape):
+    clear_column_knobs(monkeypatch)
+    monkeypatch.delenv("REDUCE_OPS_SUM", raising=False)
+    x = make_input(shape, dtype, "cuda")
+    bytes_ = x.numel() * x.element_size()
+    wide_float = dtype == torch.float32 and shape[1] <= 1024
+    sums = bytes_ <= (23 << 18 if wide_float else 7 << 19)
+    amaxes = bytes_ <= (8 << 20 if wide_float else 7 << 19)
+    for call, groups in [(lambda: reduce_ops.sum(x, 0), sums), (lambda: reduce_ops.amax(x, 0), amaxes)]:
+        assert bool(launches_of(cuda_kernels_run(call), "fold_row_groups_kernel")) == groups, (bytes_, groups)
+    monkeypatch.setenv("REDUCE_OPS_SUM", "plain")
+    assert bool(launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, 0)), "fold_row_groups_kernel")) == sums
+    monkeypatch.delenv("REDUCE_OPS_SUM")
+    check_sum(x, 0)
+    check_amax(x, 0)
+    assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
+
+
 # 16-bit columns whose row group is more than 256 packs (reduce.cu's kRowGroupsWide16BitBytes and
 # kRowGroupsWide16BitCompensatedBytes): row groups (their second launch, fold_row_groups_kernel)
 # from 27 MiB of input for plain sums and amaxes, from 80 MiB for sums into float32, the

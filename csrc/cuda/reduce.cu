@@ -997,7 +997,12 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
 // one-element kernel (its 4 rows of 64 lanes since session 113) they then gain from 40 MiB at every
 // width, at 32 MiB on 1002 and 7002 columns (0.93-0.97x) but not on 2050 and 4098 (1.02-1.04x), and
 // at 24 MiB lose up to 8% (amaxes, 3072 x 4098 14.21 -> 15.30); in CUDA graphs 0.86-0.99x from 32
-// MiB: the 27 MiB bound stays.
+// MiB: the 27 MiB bound stays. The compensated sums' 80 MiB bound, re-timed with the dependent fold
+// (h200_study/session115.txt, call 1; bfloat16, us, one element -> row groups, bench.py's timer |
+// CUDA graph): 7002 columns gain from 48 MiB (4792 x 7002 28.03 -> 27.09 | 26.00 -> 23.29), 1002
+// from 72 (37672 x 1002 29.31 -> 28.70), 2050 tie at 64-72 (18416 x 2050 30.08 -> 30.02 | 27.30 ->
+// 27.41), 4098 lose up to 72 (9212 x 4098 29.02 -> 29.76) and tie at 80 (31.39 -> 31.55 | 29.46 ->
+// 28.95); at 80 MiB the others gain 3-4% (41860 x 1002 31.90 -> 30.69): it stays.
 // Under kRowGroupsMinBytes they are taken where the reduced dim is more than
 // kRowGroupsSmallMinReduced rows: there the one-element and full-width plans split it in
 // segments of 128 rows and fold them in the launch (float32 128 x 197: 25 blocks of 8 x 32
@@ -1015,6 +1020,24 @@ constexpr int64_t kRowGroupsSmallMaxBytes = int64_t{7} << 19;  // 3.5 MB
 constexpr int64_t kRowGroupsLargeBytes = int64_t{192} << 20;
 constexpr int64_t kRowGroupsWide16BitBytes = int64_t{27} << 20;
 constexpr int64_t kRowGroupsWide16BitCompensatedBytes = int64_t{80} << 20;
+// float32 columns whose row group is 257-1024 packs (past kPackedAutoPacks the packed kernel does
+// not take them) take row groups past kRowGroupsSmallMaxBytes too: sums up to 5.75 MiB, amaxes up
+// to 8 MiB, where the row groups' first launch is reduce_cols_few_kernel (at most 2048 rows of the
+// wide view and 8 MB) and, since session 115, lets the fold start early (allow_dependents). H200,
+// us, one element -> row groups, bench.py's timer | CUDA graph (h200_study/session115.txt, calls
+// 3-4): float32 sums 998 x 1002 (3.8 MiB) 10.34 -> 8.90 | 7.39 -> 5.32, 1248 x 1001 11.55 -> 8.77 |
+// 8.53 -> 5.88, 1498 x 1002 (5.7 MiB) 9.38 -> 8.74 | 6.47 -> 6.33, 2918 x 514 10.27 -> 9.71 | 6.51
+// -> 6.22, but 1536 x 1002 (5.9 MiB) 9.15 -> 9.60 | 6.35 -> 6.21, 1746 x 1002 9.47 -> 9.95 | 6.59
+// -> 6.86 and 1996 x 1002 9.31 -> 9.92 | 6.27 -> 7.34; amaxes 0.64-0.89x | 0.54-0.78x at every size
+// to 7.6 MiB (1996 x 1002 12.67 -> 10.53 | 9.65 -> 7.36; the one-element tiles of float32 amaxes
+// keep 8 rows of threads, above). 16-bit ones were mixed there (bfloat16 sums 1464 x 2050 9.28 ->
+// 10.59, 5836 x 514 10.53 -> 9.86) and keep the 3.5 MB bound. Call 5 (the rule built): amaxes of
+// 1538 columns (769 packs) gain at 4.8 MiB (818 x 1538 7.88 -> 5.81 in a graph) but lose at 7.6
+// (1296 x 1538 7.00 -> 7.22); wider groups, left out, gained on amaxes (316 x 4001 9.67 -> 4.89,
+// 614 x 2050 8.06 -> 5.76) but not everywhere (664 x 3002 sum 6.29 -> 8.98).
+constexpr int64_t kRowGroupsSmallFloatSumMaxBytes = int64_t{23} << 18;  // 5.75 MiB
+constexpr int64_t kRowGroupsSmallFloatMaxMaxBytes = int64_t{8} << 20;
+constexpr int64_t kRowGroupsSmallFloatMaxPacks = 1024;
 // Packed row groups are taken automatically up to this many packs a group (launch_cols_packed).
 constexpr int64_t kPackedAutoPacks = 256;
 
@@ -1085,11 +1108,16 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   const int64_t groups = row_groups_of(xt.const_data_ptr<In>(), g);
   if (groups == 1) return false;
   const int64_t bytes = cols_input_bytes<In>(g);
-  const bool wide_16bit = sizeof(In) == 2 && g.inner * groups / kVec > kPackedAutoPacks;
+  const int64_t group_packs = g.inner * groups / kVec;
+  const bool wide_16bit = sizeof(In) == 2 && group_packs > kPackedAutoPacks;
   const int64_t wide_16bit_from =
       std::is_same_v<R, NeumaierReducer<V>> ? kRowGroupsWide16BitCompensatedBytes : kRowGroupsWide16BitBytes;
-  const bool faster = ((bytes >= kRowGroupsMinBytes || g.reduced > kRowGroupsSmallMinReduced) &&
-                       bytes <= kRowGroupsSmallMaxBytes) ||
+  const bool wide_float = std::is_same_v<In, float> && group_packs > kPackedAutoPacks &&
+                          group_packs <= kRowGroupsSmallFloatMaxPacks;
+  const int64_t small_max = !wide_float                                    ? kRowGroupsSmallMaxBytes
+                            : std::is_same_v<R, PlainReducer<MaxOp<V>>> ? kRowGroupsSmallFloatMaxMaxBytes
+                                                                        : kRowGroupsSmallFloatSumMaxBytes;
+  const bool faster = ((bytes >= kRowGroupsMinBytes || g.reduced > kRowGroupsSmallMinReduced) && bytes <= small_max) ||
                       bytes >= kRowGroupsLargeBytes ||
                       (wide_16bit && bytes >= wide_16bit_from);
   // One getenv: where it was faster only "off" skips it, elsewhere only "on" takes it.
