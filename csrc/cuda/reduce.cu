@@ -1031,10 +1031,12 @@ constexpr int64_t kRowGroupsWide16BitCompensatedBytes = int64_t{80} << 20;
 // -> 6.86 and 1996 x 1002 9.31 -> 9.92 | 6.27 -> 7.34; amaxes 0.64-0.89x | 0.54-0.78x at every size
 // to 7.6 MiB (1996 x 1002 12.67 -> 10.53 | 9.65 -> 7.36; the one-element tiles of float32 amaxes
 // keep 8 rows of threads, above). 16-bit ones were mixed there (bfloat16 sums 1464 x 2050 9.28 ->
-// 10.59, 5836 x 514 10.53 -> 9.86) and keep the 3.5 MB bound. Call 5 (the rule built): amaxes of
-// 1538 columns (769 packs) gain at 4.8 MiB (818 x 1538 7.88 -> 5.81 in a graph) but lose at 7.6
-// (1296 x 1538 7.00 -> 7.22); wider groups, left out, gained on amaxes (316 x 4001 9.67 -> 4.89,
-// 614 x 2050 8.06 -> 5.76) but not everywhere (664 x 3002 sum 6.29 -> 8.98).
+// 10.59, 5836 x 514 10.53 -> 9.86) and keep the 3.5 MB bound. Calls 5-6 (the rule built, CUDA
+// graphs): row groups take 4.8-8.0 us at 4.5-7.6 MiB whatever the width, where the one-element plan
+// jumps between about 6 and 9.8 us with the row count: 1538 columns (769 packs) of 1278 rows 9.58
+// -> 7.22 but of 1296 rows 7.00 -> 7.22, the one amax in the rule of 37 timed (calls 4-6) that
+// lost. Wider groups, left out, gained on amaxes (316 x 4001 9.67 -> 4.89, 614 x 2050 8.06 -> 5.76)
+// but not everywhere (524 x 3002 6.07 -> 7.73).
 constexpr int64_t kRowGroupsSmallFloatSumMaxBytes = int64_t{23} << 18;  // 5.75 MiB
 constexpr int64_t kRowGroupsSmallFloatMaxMaxBytes = int64_t{8} << 20;
 constexpr int64_t kRowGroupsSmallFloatMaxPacks = 1024;
