@@ -154,6 +154,17 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
             check(f"sum {strategy} {dtype} {shape} {dim}", reduce_ops.sum(x, dim), x.double().sum(dim), tol * 50)
             check(f"amax {strategy} {dtype} {shape} {dim}", reduce_ops.amax(x, dim), torch.amax(x, dim), 0)
     os.environ.pop("REDUCE_OPS_STRATEGY")
+    # Columns of an element a thread in the one-round wave plan split in segments (by default it
+    # takes them only unsplit in few blocks), the other unaligned-column paths off.
+    element_wave = {"REDUCE_OPS_COLS_WAVE_ELEMENTS": "all", "REDUCE_OPS_COLS_PACKED": "off",
+                    "REDUCE_OPS_COLS_ROW_GROUPS": "off", "REDUCE_OPS_COLS_FULL_WIDTH": "off"}
+    os.environ.update(element_wave)
+    for shape in [(300, 67), (5000, 7)]:
+        x = torch.randn(shape, device=dev, dtype=dtype)
+        check(f"sum element wave {dtype} {shape}", reduce_ops.sum(x, 0), x.double().sum(0), tol * 50)
+        check(f"amax element wave {dtype} {shape}", reduce_ops.amax(x, 0), torch.amax(x, 0), 0)
+    for name in element_wave:
+        os.environ.pop(name)
     # A column split whose partials fold in the launch in two levels (groups of 4 segments, then
     # the groups), then splits folded by a second launch from 2 segments: a block a word (5000 x 8,
     # few words; 300000 x 8, more than 128 segments) and a warp a word (4096 x 2048, many words).

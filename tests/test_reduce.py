@@ -1693,6 +1693,41 @@ def test_streamed_16_bit_element_columns_take_4_rows_of_64_lanes(monkeypatch, dt
         assert [b for _, b in launches] == [(64, 4, 1) if wide else (32, 8, 1)], launches
 
 
+# Columns of an element a thread (not whole 16-byte packs) keep the one-round wave plan (8 lanes
+# of 32 rows of threads here) only unsplit in at most 3 blocks an SM (reduce.cu's
+# element_wave_plan_kept): float32 127 x 514 (65 tiles) and bfloat16 85 x 1538 (193) keep it;
+# 523 x 1002 (126 tiles in 5 segments) and float32 74 x 7001 (876 tiles) take the streaming plan,
+# and REDUCE_OPS_COLS_WAVE_ELEMENTS=all gives 523 x 1002 the wave plan again. Each as torch's,
+# the plain and compensated sums and the amax; the launch's block checked on sm_90.
+@requires_cuda
+@pytest.mark.parametrize("dtype,shape,kept", [(torch.float32, (127, 514), True), (torch.bfloat16, (85, 1538), True),
+                                              (torch.float32, (523, 1002), False),
+                                              (torch.bfloat16, (523, 1002), False),
+                                              (torch.float32, (74, 7001), False)], ids=str)
+def test_element_columns_keep_the_wave_plan_unsplit_in_few_blocks(monkeypatch, dtype, shape, kept):
+    clear_column_knobs(monkeypatch)
+    for name in ("REDUCE_OPS_COLS_LANES", "REDUCE_OPS_COLS_BLOCKS_PER_SM", "REDUCE_OPS_STRATEGY", "REDUCE_OPS_SUM",
+                 "REDUCE_OPS_COLS_THREAD_ROWS", "REDUCE_OPS_COLS_WAVE_ELEMENTS"):
+        monkeypatch.delenv(name, raising=False)
+    x = make_input(shape, dtype, "cuda")
+    sm90 = torch.cuda.get_device_capability() == (9, 0)
+    wave = (8, 32, 1)
+
+    def check_blocks(want_wave):
+        check_reductions(x, 0)
+        assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
+        for op in (reduce_ops.sum, reduce_ops.amax):
+            launches = cuda_launch_dims(lambda: op(x, 0), "reduce_cols_kernel") if sm90 else []
+            assert not sm90 or [b == wave for _, b in launches] == [want_wave], launches
+
+    check_blocks(kept)
+    monkeypatch.setenv("REDUCE_OPS_SUM", "plain")
+    check_blocks(kept)
+    if shape == (523, 1002):
+        monkeypatch.setenv("REDUCE_OPS_COLS_WAVE_ELEMENTS", "all")
+        check_blocks(True)
+
+
 # The unaligned-column paths, forced by mode (reduce.cu's launch_cols_*; described below).
 _COLUMN_PATHS_OFF = {"REDUCE_OPS_COLS_PACKED": "off", "REDUCE_OPS_COLS_ROW_GROUPS": "off"}
 _FULL_WIDTH = {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "on"}
@@ -1704,6 +1739,7 @@ UNALIGNED_COLUMN_MODES = {
     "full_launch": {**_FULL_WIDTH, "REDUCE_OPS_COLS_FOLD_LAUNCH": "2"},
     "one": {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "off"},
     "one_launch": {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "off", "REDUCE_OPS_COLS_FOLD_LAUNCH": "2"},
+    "one_wave": {**_COLUMN_PATHS_OFF, "REDUCE_OPS_COLS_FULL_WIDTH": "off", "REDUCE_OPS_COLS_WAVE_ELEMENTS": "all"},
     "packed": {"REDUCE_OPS_COLS_PACKED": "on"},
     "packed8": {"REDUCE_OPS_COLS_PACKED": "on", "REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"},
 }
@@ -1729,7 +1765,8 @@ def clear_column_knobs(monkeypatch):
 # to 1024 columns, row groups off; "fold3": their splits folded in the launch, in groups of 3
 # segments; "full_launch": by a second launch wherever the columns are whole words of partials),
 # and past that, or with both off ("one"; "one_launch": its splits folded by a second launch),
-# the one-element kernel's 32-lane tiles. Packed row groups (launch_cols_packed: the same view in
+# the one-element kernel's 32-lane tiles ("one_wave": its one-round wave plan wherever that fits,
+# split or not, which by default it takes only unsplit in few blocks). Packed row groups (launch_cols_packed: the same view in
 # one column tile, a block as wide as a group's packs, each block folding its columns' group
 # values in shared memory before its partial goes out, a second launch folding the partials, a
 # block (or a warp) a 16-byte word of columns; "packed": wherever it applies, up to 544-1024 packs

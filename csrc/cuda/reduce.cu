@@ -762,6 +762,25 @@ std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
   return ColsPlan{a, l};
 }
 
+// Element tiles (vec 1: columns not whole 16-byte packs) take the wave plan only unsplit and in at
+// most kElementWaveBlocksPerSM blocks an SM; elsewhere the streaming plan was faster (its 32-64
+// lanes of 4-8 rows of threads reading many rounds). H200, CUDA graph, us, wave -> streaming
+// (h200_study/session117.txt, call 1): split in 2-7 segments, float32 amax over dim 0 523 x 1002
+// 7.04 -> 4.96, 1569 x 1002 8.61 -> 6.17, 349 x 3002 8.12 -> 5.62, bfloat16 130 x 1002 4.91 ->
+// 3.83, 681 x 1538 7.39 -> 5.28, float32 sums (compensated) 681 x 1538 8.53 -> 5.77; unsplit in
+// 438-876 blocks, 74 x 7001 6.41 -> 3.96, 37 x 7001 sum 5.18 -> 3.53, 157 x 5001 sum 6.23 ->
+// 4.63. Unsplit in up to 219 blocks the wave plan won by 3-37% (127 x 514 amax 2.86 against
+// 3.91, 26 x 5001 2.96 against 3.74); at 376 (87 x 3002, 174 x 3002) it was 0.83-1.12x the
+// streaming plan's time. Split in 2-4 with the streaming plan in 9-36 blocks it lost at most 5%
+// (bfloat16 sum 255 x 514 4.67 -> 4.91). Lanes were not the cause: 16 or 32 lanes a wave block
+// (fewer rows of threads, more segments) tied or lost. REDUCE_OPS_COLS_WAVE_ELEMENTS=all (a
+// developer knob) takes the wave plan for element tiles wherever it fits, as before.
+constexpr int64_t kElementWaveBlocksPerSM = 3;
+bool element_wave_plan_kept(const ColsPlan& p) {
+  if (p.a.splits == 1 && p.a.outer * p.a.tiles <= kElementWaveBlocksPerSM * sm_count()) return true;
+  return env_equals("REDUCE_OPS_COLS_WAVE_ELEMENTS", "all");  // the getenv only where the rule says no
+}
+
 // The share of the slots of its waves that `blocks` fill, `wave` blocks a wave.
 double wave_fill(int64_t blocks, int64_t wave) {
   return static_cast<double>(blocks) / static_cast<double>(ceil_div(blocks, wave) * wave);
@@ -1288,6 +1307,7 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   std::optional<ColsPlan> plan;
   if (!forced.is("stream") && !forced.is("split")) {
     plan = wave_plan(base, vec, resident);
+    if (plan && vec == 1 && !element_wave_plan_kept(*plan)) plan.reset();
   }
   if (!plan) {
     const bool wide_16bit_elements = sizeof(In) == 2 && cols_input_bytes<In>(g) >= kWideElementTiles16BitBytes;
