@@ -769,9 +769,10 @@ std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
 // 7.04 -> 4.96, 1569 x 1002 8.61 -> 6.17, 349 x 3002 8.12 -> 5.62, bfloat16 130 x 1002 4.91 ->
 // 3.83, 681 x 1538 7.39 -> 5.28, float32 sums (compensated) 681 x 1538 8.53 -> 5.77; unsplit in
 // 438-876 blocks, 74 x 7001 6.41 -> 3.96, 37 x 7001 sum 5.18 -> 3.53, 157 x 5001 sum 6.23 ->
-// 4.63. Unsplit in up to 219 blocks the wave plan won by 3-37% (127 x 514 amax 2.86 against
-// 3.91, 26 x 5001 2.96 against 3.74); at 376 (87 x 3002, 174 x 3002) it was 0.83-1.12x the
-// streaming plan's time. Split in 2-4 with the streaming plan in 9-36 blocks it lost at most 5%
+// 4.63. Unsplit in up to 219 blocks the wave plan won 33 of 38 cases, by up to 37% (127 x 514
+// amax 2.86 against 3.91, 26 x 5001 2.96 against 3.74), and lost 5 by 2-6% (compensated float32
+// sums of 188-219 blocks, 9 x 7001); at 376 (87 x 3002, 174 x 3002) the streaming plan took
+// 0.83-1.12x its time. Split in 2-4 with the streaming plan in 9-36 blocks it lost at most 5%
 // (bfloat16 sum 255 x 514 4.67 -> 4.91). Lanes were not the cause: 16 or 32 lanes a wave block
 // (fewer rows of threads, more segments) tied or lost. REDUCE_OPS_COLS_WAVE_ELEMENTS=all (a
 // developer knob) takes the wave plan for element tiles wherever it fits, as before.
