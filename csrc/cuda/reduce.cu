@@ -773,9 +773,12 @@ std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
 // amax 2.86 against 3.91, 26 x 5001 2.96 against 3.74), and lost 5 by 2-6% (compensated float32
 // sums of 188-219 blocks, 9 x 7001); at 376 (87 x 3002, 174 x 3002) the streaming plan took
 // 0.83-1.12x its time. Split in 2-4 with the streaming plan in 9-36 blocks it lost at most 5%
-// (bfloat16 sum 255 x 514 4.67 -> 4.91). Lanes were not the cause: 16 or 32 lanes a wave block
-// (fewer rows of threads, more segments) tied or lost. REDUCE_OPS_COLS_WAVE_ELEMENTS=all (a
-// developer knob) takes the wave plan for element tiles wherever it fits, as before.
+// (bfloat16 sum 255 x 514 4.67 -> 4.91). Out of sample (call 2, widths 67-12001): 45 of 53 changed
+// cases faster, 0.79x in geomean (float32 amax 191 x 4097 9.78 -> 4.25); 6 up to 11% slower
+// (bfloat16 254 x 258, streamed in 5 blocks; 4097 columns unsplit in 513). Lanes were not the
+// cause: 16 or 32 lanes a wave block (fewer rows of threads, more segments) tied or lost.
+// REDUCE_OPS_COLS_WAVE_ELEMENTS=all (a developer knob) takes the wave plan for element tiles
+// wherever it fits, as before.
 constexpr int64_t kElementWaveBlocksPerSM = 3;
 bool element_wave_plan_kept(const ColsPlan& p) {
   if (p.a.splits == 1 && p.a.outer * p.a.tiles <= kElementWaveBlocksPerSM * sm_count()) return true;
