@@ -1716,9 +1716,10 @@ def test_element_columns_keep_the_wave_plan_unsplit_in_few_blocks(monkeypatch, d
     def check_blocks(want_wave):
         check_reductions(x, 0)
         assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
-        for op in (reduce_ops.sum, reduce_ops.amax):
-            launches = cuda_launch_dims(lambda: op(x, 0), "reduce_cols_kernel") if sm90 else []
-            assert not sm90 or [b == wave for _, b in launches] == [want_wave], launches
+        if sm90:
+            for op in (reduce_ops.sum, reduce_ops.amax):
+                launches = cuda_launch_dims(lambda: op(x, 0), "reduce_cols_kernel")
+                assert [b == wave for _, b in launches] == [want_wave], launches
 
     check_blocks(kept)
     monkeypatch.setenv("REDUCE_OPS_SUM", "plain")
@@ -1766,11 +1767,11 @@ def clear_column_knobs(monkeypatch):
 # segments; "full_launch": by a second launch wherever the columns are whole words of partials),
 # and past that, or with both off ("one"; "one_launch": its splits folded by a second launch),
 # the one-element kernel's 32-lane tiles ("one_wave": its one-round wave plan wherever that fits,
-# split or not, which by default it takes only unsplit in few blocks). Packed row groups (launch_cols_packed: the same view in
-# one column tile, a block as wide as a group's packs, each block folding its columns' group
-# values in shared memory before its partial goes out, a second launch folding the partials, a
-# block (or a warp) a 16-byte word of columns; "packed": wherever it applies, up to 544-1024 packs
-# (the kernel's registers),
+# split or not, which by default it takes only unsplit in few blocks). Packed row groups
+# (launch_cols_packed: the same view in one column tile, a block as wide as a group's packs, each
+# block folding its columns' group values in shared memory before its partial goes out, a second
+# launch folding the partials, a block (or a warp) a 16-byte word of columns; "packed": wherever
+# it applies, up to 544-1024 packs (the kernel's registers),
 # groups dividing the rows, x on 16 bytes; "packed8": 8 blocks an SM, more segments to fold).
 # Odd and even column
 # counts (groups of 8, 4 and 2 in 16-bit types), a middle dim (an outer index > 1; 5000 of them:

@@ -727,41 +727,6 @@ void split_one_tile(Kernel kernel, ColsArgs& a, ColsLaunch l, size_t smem, int64
   a.splits = ceil_div(a.reduced, a.chunk);
 }
 
-// Latency first ("wave"): a thread reads one round of rows (kColsRound rows of its kVec columns,
-// all in flight at once), or two where one wave of blocks cannot hold one-round segments; as
-// many rows of threads per block as the reduced dim fills (up to 32), lanes across the columns
-// for the rest (at least 8 where the columns allow: 128-byte lines per row of a warp), and the
-// reduced dim split over blocks for the rest. Taken while the blocks fit in one wave. Small
-// inputs wait on their loads, not on bandwidth, and the streaming shape made them wait for one
-// round after another: 1024 x 128 over dim 0 was 4 blocks of 8 rounds. H200, CUDA graph, us,
-// streaming -> wave, with reduce.cuh's fold tree and division-free prologue
-// (h200_study/session23.txt): float32 sum 1024 x 128 8.7 -> 5.6, 64 x 4096
-// 4.7 -> 3.0, 256 x 1024 7.1 -> 5.7, 2048 x 1024 9.6 -> 7.6, 8192 x 256 10.4 -> 8.0; bfloat16
-// 1024 x 128 6.5 -> 4.7. Up to 16 rows of threads: within 3% where they fit a wave, and 8192 x
-// 256 no longer did (9.1 us). Two rounds against streaming, 16-32 MB: bfloat16 sums 10.3-11.5
-// -> 9.1-9.5 us, float32 within 0.3%; four rounds moved float32 by -8% to +6%.
-std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
-  constexpr int kMaxRows = 32, kMinLanes = 8, kMaxRounds = 2;
-  const int64_t thread_cols = ceil_div(a.inner, vec);
-  ColsLaunch l{1, 1};
-  while (l.by < kMaxRows && l.by * kColsRound < a.reduced) l.by *= 2;
-  while (l.bx * l.by < kBlock && l.bx < thread_cols) l.bx *= 2;
-  while (l.bx < kMinLanes && l.bx < thread_cols && l.by > 1) {
-    l.bx *= 2;
-    l.by /= 2;
-  }
-  a.tiles = ceil_div(thread_cols, l.bx);
-  for (int rounds = 1;; rounds *= 2) {
-    a.chunk = std::min<int64_t>(static_cast<int64_t>(l.by) * kColsRound * rounds, a.reduced);
-    a.splits = ceil_div(a.reduced, a.chunk);
-    if (a.outer * a.tiles * a.splits <= resident) break;
-    if (rounds * 2 > kMaxRounds) return std::nullopt;
-  }
-  set_fold_groups(a, l.by);
-  if (a.splits > 1 && cols_fold(a).counters > kMaxCounters) return std::nullopt;
-  return ColsPlan{a, l};
-}
-
 // Element tiles (vec 1: columns not whole 16-byte packs) take the wave plan only unsplit and in at
 // most kElementWaveBlocksPerSM blocks an SM; elsewhere the streaming plan was faster (its 32-64
 // lanes of 4-8 rows of threads reading many rounds). H200, CUDA graph, us, wave -> streaming
@@ -780,9 +745,46 @@ std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
 // REDUCE_OPS_COLS_WAVE_ELEMENTS=all (a developer knob) takes the wave plan for element tiles
 // wherever it fits, as before.
 constexpr int64_t kElementWaveBlocksPerSM = 3;
-bool element_wave_plan_kept(const ColsPlan& p) {
-  if (p.a.splits == 1 && p.a.outer * p.a.tiles <= kElementWaveBlocksPerSM * sm_count()) return true;
+bool element_wave_plan_kept(const ColsArgs& a) {
+  if (a.splits == 1 && a.outer * a.tiles <= kElementWaveBlocksPerSM * sm_count()) return true;
   return env_equals("REDUCE_OPS_COLS_WAVE_ELEMENTS", "all");  // the getenv only where the rule says no
+}
+
+// Latency first ("wave"): a thread reads one round of rows (kColsRound rows of its kVec columns,
+// all in flight at once), or two where one wave of blocks cannot hold one-round segments; as
+// many rows of threads per block as the reduced dim fills (up to 32), lanes across the columns
+// for the rest (at least 8 where the columns allow: 128-byte lines per row of a warp), and the
+// reduced dim split over blocks for the rest. Taken while the blocks fit in one wave. Small
+// inputs wait on their loads, not on bandwidth, and the streaming shape made them wait for one
+// round after another: 1024 x 128 over dim 0 was 4 blocks of 8 rounds. H200, CUDA graph, us,
+// streaming -> wave, with reduce.cuh's fold tree and division-free prologue
+// (h200_study/session23.txt): float32 sum 1024 x 128 8.7 -> 5.6, 64 x 4096
+// 4.7 -> 3.0, 256 x 1024 7.1 -> 5.7, 2048 x 1024 9.6 -> 7.6, 8192 x 256 10.4 -> 8.0; bfloat16
+// 1024 x 128 6.5 -> 4.7. Up to 16 rows of threads: within 3% where they fit a wave, and 8192 x
+// 256 no longer did (9.1 us). Two rounds against streaming, 16-32 MB: bfloat16 sums 10.3-11.5
+// -> 9.1-9.5 us, float32 within 0.3%; four rounds moved float32 by -8% to +6%. Element tiles
+// (vec 1) only where element_wave_plan_kept says so.
+std::optional<ColsPlan> wave_plan(ColsArgs a, int vec, int64_t resident) {
+  constexpr int kMaxRows = 32, kMinLanes = 8, kMaxRounds = 2;
+  const int64_t thread_cols = ceil_div(a.inner, vec);
+  ColsLaunch l{1, 1};
+  while (l.by < kMaxRows && l.by * kColsRound < a.reduced) l.by *= 2;
+  while (l.bx * l.by < kBlock && l.bx < thread_cols) l.bx *= 2;
+  while (l.bx < kMinLanes && l.bx < thread_cols && l.by > 1) {
+    l.bx *= 2;
+    l.by /= 2;
+  }
+  a.tiles = ceil_div(thread_cols, l.bx);
+  for (int rounds = 1;; rounds *= 2) {
+    a.chunk = std::min<int64_t>(static_cast<int64_t>(l.by) * kColsRound * rounds, a.reduced);
+    a.splits = ceil_div(a.reduced, a.chunk);
+    if (a.outer * a.tiles * a.splits <= resident) break;
+    if (rounds * 2 > kMaxRounds) return std::nullopt;
+  }
+  if (vec == 1 && !element_wave_plan_kept(a)) return std::nullopt;
+  set_fold_groups(a, l.by);
+  if (a.splits > 1 && cols_fold(a).counters > kMaxCounters) return std::nullopt;
+  return ColsPlan{a, l};
 }
 
 // The share of the slots of its waves that `blocks` fill, `wave` blocks a wave.
@@ -1311,7 +1313,6 @@ void launch_cols(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor
   std::optional<ColsPlan> plan;
   if (!forced.is("stream") && !forced.is("split")) {
     plan = wave_plan(base, vec, resident);
-    if (plan && vec == 1 && !element_wave_plan_kept(*plan)) plan.reset();
   }
   if (!plan) {
     const bool wide_16bit_elements = sizeof(In) == 2 && cols_input_bytes<In>(g) >= kWideElementTiles16BitBytes;
