@@ -193,7 +193,9 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
     # whole packs by the vectorized kernels, each column's partials folded by a second launch);
     # blocks as wide as the columns (up to 1024: 1002 threads a block), split or not; packed row
     # groups (the group values folded in shared memory, the segments' partials by a second
-    # launch: 501 packs a block, blocks that take several work items with 5000 outer indices).
+    # launch: 501 packs a block, blocks that take several work items with 5000 outer indices; 6
+    # and 13 columns of 16400 rows, whose row groups' wide view is past reduce_cols_few_kernel's
+    # 2048 rows, on rounds of 4 rows of packs in 2- and 4-byte types).
     # With a middle dim; then 20000 x 77 with the full-width kernel's splits folded in the launch
     # in groups of 3 segments (a partial last group) and the packed kernel at 8 blocks an SM (more
     # segments).
@@ -205,7 +207,8 @@ for dtype, tol in DTYPES if "reductions" in PARTS else []:
              [((8193, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0)],
              {"REDUCE_OPS_COLS_FOLD_GROUP": "3", "REDUCE_OPS_COLS_FOLD_LAUNCH": "1000000"}),
             ("packed", {"REDUCE_OPS_COLS_PACKED": "on"},
-             [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1)],
+             [((8192, 77), 0), ((3, 4096, 77), 1), ((16, 197), 0), ((600, 1002), 0), ((5000, 8, 77), 1),
+              ((16400, 6), 0), ((2, 16400, 13), 1)],
              {"REDUCE_OPS_COLS_BLOCKS_PER_SM": "8"})]:
         os.environ.update(knobs)
         for shape, dim in shapes:

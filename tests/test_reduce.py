@@ -1857,9 +1857,11 @@ def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
 
 
-# The packed kernel's automatic bound, 3 MiB of input (reduce.cu's kPackedMinBytes): 77 columns
-# of 4 or 8 rows a group (float32, 16-bit) on either side of it by one group; below it the row
-# groups' two launches (the vectorized column kernels, then fold_row_groups_kernel) take them.
+# The packed kernel's round, 16 rows of packs a thread from 3 MiB of input (reduce.cu's
+# kPackedMinBytes), 4 under it: 77 columns of 4 or 8 rows a group (float32, 16-bit) on either side
+# of it by one group, whose row groups' wide view (2552-2553 rows) is past reduce_cols_few_kernel's
+# 2048, so that the packed kernel takes them on both sides, never the row groups' three launches
+# (fold_row_groups_kernel last).
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
 @pytest.mark.parametrize("above", [False, True])
@@ -1873,12 +1875,44 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
     x = make_input((rows, 77), dtype, "cuda")
     names = cuda_kernels_run(lambda: reduce_ops.sum(x, 0))
     rounds = [a[-1] for a in launches_of(names, "reduce_cols_kernel")]
-    if above:
-        assert rounds == ["16"], names
-    else:
-        assert "16" not in rounds and launches_of(names, "fold_row_groups_kernel"), names
+    assert rounds == (["16"] if above else ["4"]) and not launches_of(names, "fold_row_groups_kernel"), names
     check_sum(x, 0)
     check_amax(x, 0)
+
+
+# Row groups of at most 256 packs (2- and 4-byte types) follow their launches (reduce.cu's
+# kRowGroupsFewMaxBytes): where their wide view (rows / groups) is in reduce_cols_few_kernel's
+# reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB, sums and amaxes alike (197
+# columns of 5320 float32 rows and 10640 16-bit ones, 4 MiB or less, against a group more: the
+# packed kernel's 16 rows of packs); past it the packed kernel takes them at any size, on 4 rows
+# of packs a round under 3 MiB: 13 columns of 16384 float32 rows (0.8 MiB, 4096 wide rows) and
+# of 16388 (a last partial round), 3 columns of 16384 (192 KiB), a middle dim of 2, 50 and 6
+# 16-bit columns (groups of 4). Each as torch's, NaN in the first and last rows, the same bits on
+# every call.
+@requires_cuda
+@pytest.mark.parametrize("dtype,shape,dim,rounds", [
+    (torch.float32, (5320, 197), 0, []), (torch.float32, (5324, 197), 0, ["16"]),
+    (torch.float32, (4096, 197), 0, []), (torch.bfloat16, (10640, 197), 0, []),
+    (torch.bfloat16, (10648, 197), 0, ["16"]), (torch.float16, (10640, 197), 0, []),
+    (torch.float32, (16384, 13), 0, ["4"]), (torch.float32, (16388, 13), 0, ["4"]),
+    (torch.float32, (16384, 3), 0, ["4"]), (torch.float32, (2, 16384, 13), 1, ["4"]),
+    (torch.bfloat16, (16384, 50), 0, ["4"]), (torch.float16, (16384, 50), 0, ["4"]),
+    (torch.bfloat16, (131072, 6), 0, ["4"])], ids=str)
+def test_row_groups_follow_their_launches(monkeypatch, dtype, shape, dim, rounds):
+    clear_column_knobs(monkeypatch)
+    x = make_input(shape, dtype, "cuda")
+    for call in (lambda: reduce_ops.sum(x, dim), lambda: reduce_ops.amax(x, dim)):
+        names = cuda_kernels_run(call)
+        assert [a[-1] for a in launches_of(names, "reduce_cols_kernel") if a[-1] in ("4", "16")] == rounds, names
+        assert bool(launches_of(names, "fold_row_groups_kernel")) == (not rounds), names
+    check_sum(x, dim)
+    check_amax(x, dim)
+    assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
+    x.select(dim, 0)[..., 0] = float("nan")
+    x.select(dim, -1)[..., 1] = float("nan")
+    out = check_amax(x, dim)
+    assert torch.isnan(out[..., :2]).all()
+    check_sum(x, dim)
 
 
 # Under 256 KB (reduce.cu's kRowGroupsMinBytes) row groups are taken where the reduced dim is

@@ -21,7 +21,8 @@
 //          element a thread (launch_cols_full_width; automatic only, as few)
 //   packed columns that are not whole packs, as row groups in one column tile: a block as wide as
 //          a group's packs, the groups folded in shared memory, the segments' partials by a second
-//          launch (launch_cols_packed; automatic only)
+//          launch, each thread loading 16 rows of packs a round (4 for small inputs whose row
+//          groups would take three launches; launch_cols_packed; automatic only)
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -924,13 +925,14 @@ ColsPlan stream_plan(ColsArgs a, int vec, int64_t resident, int64_t wave, bool f
 // rows of threads, 2.56 with 256 of 4 rows each. Past 8 MB the wave and streaming plans' wider
 // rows win: 2048 x 4096 bfloat16 (16 MB) 10.70 -> 11.30 us by this kernel, where 2048 x 1024
 // float32 (8 MB) gained (8.47 -> 6.99).
+constexpr int64_t kColsFewMaxReduced = 2048;
+constexpr int64_t kColsFewMaxBytes = int64_t{8} << 20;
 template <typename In, typename Out, typename R>
 bool launch_cols_few(const In* x, Out* out, const ReduceGeometry& g, const R&, cudaStream_t stream) {
   constexpr int kVec = kMaxVec<In>;
-  constexpr int64_t kMaxBytes = int64_t{8} << 20;
   const int64_t col_packs = g.inner / kVec;
-  if (g.reduced > 2048 || g.outer > 65535 || col_packs > (int64_t{1} << 30) ||
-      cols_input_bytes<In>(g) > kMaxBytes) {
+  if (g.reduced > kColsFewMaxReduced || g.outer > 65535 || col_packs > (int64_t{1} << 30) ||
+      cols_input_bytes<In>(g) > kColsFewMaxBytes) {
     return false;
   }
   const ColsFewArgs a{g.outer_stride, g.reduced_stride, static_cast<int>(g.reduced), static_cast<int>(col_packs)};
@@ -1067,6 +1069,35 @@ constexpr int64_t kRowGroupsSmallFloatMaxMaxBytes = int64_t{8} << 20;
 constexpr int64_t kRowGroupsSmallFloatMaxPacks = 1024;
 // Packed row groups are taken automatically up to this many packs a group (launch_cols_packed).
 constexpr int64_t kPackedAutoPacks = 256;
+// Row groups take two launches where their wide view (reduced / groups rows) is in
+// reduce_cols_few_kernel's reach (launch_cols_few), and three past it: the wide view's split
+// column kernel, its partials' fold (fold_partial_words_kernel), then fold_row_groups_kernel.
+// Groups of 2- and 4-byte types of at most kPackedAutoPacks packs (those the packed kernel takes
+// automatically) then follow the launches: in the few kernel's reach they stay on row groups up
+// to kRowGroupsFewMaxBytes (past the packed kernel's kPackedMinBytes), and past it they take the
+// packed kernel at any size, under kPackedMinBytes on rounds of kColsRound rows of packs a thread
+// (launch_cols_packed: more segments) rather than kPackedRound. H200, CUDA graph, us, the rule
+// before -> after (torch.compile; h200_study/session118.txt, call 3): three launches -> packed on
+// rounds of 4, float32 sums over dim 0 16384 x 13 (0.85 MB) 6.06 -> 4.88 (3.71), 32768 x 13 6.31
+// -> 5.15 (4.02), amax 16384 x 13 5.34 -> 4.34 (3.80); bfloat16 16384 x 50 sum 6.01 -> 4.82
+// (4.25), amax 5.84 -> 4.74 (4.35); packed -> two launches of row groups, float32 4096 x 197 (3.2
+// MB) sum 5.40 -> 4.90 (4.41), amax 6.09 -> 4.64 (4.53), bfloat16 8192 x 197 sum 5.46 -> 4.82
+// (4.89), amax 6.18 -> 4.74 (5.02). Past 4 MiB the row groups lost the sums (float32 6144 x 197,
+// 4.7 MB: 5.75 -> 5.88, 8192 x 197 6.17 -> 6.77; bfloat16 12288 x 197 5.88 -> 5.95) and won the
+// amaxes (float32 6144 x 197 6.36 -> 5.66, bfloat16 12288 x 197 6.43 -> 5.83), which keep the
+// 4 MiB bound for want of more shapes. Under kPackedMinBytes the few kernel's two launches beat
+// the packed kernel on either round (float32 8192 x 13 sum 4.20, 4.88 on 16 rows of packs, 4.73
+// on 4; 3000 x 197 4.49, 5.82, 5.32; bfloat16 8192 x 50 4.12, 5.23, 4.52). From kPackedMinBytes
+// the round of 4 was mixed (bfloat16 22528 x 77 5.59 -> 5.41, float32 65536 x 13 5.55 -> 5.74)
+// and the round stays kPackedRound.
+constexpr int64_t kRowGroupsFewMaxBytes = int64_t{4} << 20;
+// Whether the (reduced / groups, groups * cols) view of row groups is in reduce_cols_few_kernel's
+// reach by its rows and bytes (the rest of launch_cols_few's conditions, an outer count up to
+// 65535 and the blocks in one wave, hold for every such view of at most kPackedAutoPacks packs).
+template <typename In>
+bool row_groups_in_few_reach(const ReduceGeometry& g, int64_t groups) {
+  return g.reduced / groups <= kColsFewMaxReduced && cols_input_bytes<In>(g) <= kColsFewMaxBytes;
+}
 
 // Columns that are not whole packs, where row groups are not taken: reduce_cols_kernel<kVec = 1>
 // with one column tile, blockDim.x = the columns and up to kFullWidthRows rows of threads (within
@@ -1141,7 +1172,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
       std::is_same_v<R, NeumaierReducer<V>> ? kRowGroupsWide16BitCompensatedBytes : kRowGroupsWide16BitBytes;
   const bool wide_float = std::is_same_v<In, float> && group_packs > kPackedAutoPacks &&
                           group_packs <= kRowGroupsSmallFloatMaxPacks;
-  const int64_t small_max = !wide_float                                    ? kRowGroupsSmallMaxBytes
+  const bool few_packed = sizeof(In) <= 4 && group_packs <= kPackedAutoPacks && row_groups_in_few_reach<In>(g, groups);
+  const int64_t small_max = few_packed                                    ? kRowGroupsFewMaxBytes
+                            : !wide_float                                 ? kRowGroupsSmallMaxBytes
                             : std::is_same_v<R, PlainReducer<MaxOp<V>>> ? kRowGroupsSmallFloatMaxMaxBytes
                                                                         : kRowGroupsSmallFloatSumMaxBytes;
   const bool faster = ((bytes >= kRowGroupsMinBytes || g.reduced > kRowGroupsSmallMinReduced) && bytes <= small_max) ||
@@ -1178,7 +1211,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // programmatic dependent of the first): no finished partials, so a compensated sum stays
 // compensated to the end. Needs x on 16 bytes, dense rows,
 // outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
-// types from kPackedMinBytes (3 MB since session 77; past 3.5 MB, 6 MB and 192 MB before) and
+// types from kPackedMinBytes (3 MB since session 77; past 3.5 MB, 6 MB and 192 MB before; since
+// session 118 at any size where row groups would take three launches, and from
+// kRowGroupsFewMaxBytes where they take two: kRowGroupsFewMaxBytes' comment) and
 // float64 from kRowGroupsLargeBytes, within kPackedAutoPacks packs a row group (257-1024 packs
 // leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
 // launches (h200_study/session53_packed_columns.txt, sections 2-3): bfloat16 sums 131072 x 77
@@ -1236,13 +1271,21 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   const int64_t packs = g.inner * groups / kVec;  // a row group's packs: one thread each
   if (groups == 1 || packs > 1024) return false;
   const int64_t bytes = cols_input_bytes<In>(g);
-  const bool faster =
-      packs <= kPackedAutoPacks && (sizeof(In) <= 4 ? bytes >= kPackedMinBytes : bytes >= kRowGroupsLargeBytes);
+  // Past the few kernel's reach (three launches of row groups) at any size, and in it from
+  // kRowGroupsFewMaxBytes (kRowGroupsFewMaxBytes' comment).
+  const bool few_reach = row_groups_in_few_reach<In>(g, groups);
+  const bool faster = packs <= kPackedAutoPacks &&
+                      (sizeof(In) <= 4 ? !few_reach || bytes > kRowGroupsFewMaxBytes : bytes >= kRowGroupsLargeBytes);
   // One getenv, as launch_cols_row_groups.
   if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
     return false;
   }
-  const auto kernel = reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;
+  // Rounds of kColsRound rows of packs under kPackedMinBytes past the few kernel's reach: four
+  // times the segments, one block an SM or more where kPackedRound left 16-32 blocks in all.
+  const bool short_round = bytes < kPackedMinBytes && !few_reach;
+  const int64_t round = short_round ? kColsRound : kPackedRound;
+  const auto kernel = short_round ? reduce_cols_kernel<In, Out, R, kVec, kColsRound>
+                                  : reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;
   // Under 1024 where its registers say so, and within 48 KB of the folds' shared memory.
   const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
   if (packs > max_threads) return false;
@@ -1253,7 +1296,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   a.group_cols = g.inner;
   a.row_gap = l.by * a.reduced_stride;
   const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
-  split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kPackedRound, kPackedBlocksPerSM);
+  split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * round, kPackedBlocksPerSM);
   // With splits > 1, rows of partials (one a segment) of outer x padded values, folded by the
   // second launch.
   constexpr int64_t kW = kPartialsPerWord<Acc>;
