@@ -1092,8 +1092,9 @@ constexpr int64_t kPackedAutoPacks = 256;
 // and the round stays kPackedRound.
 constexpr int64_t kRowGroupsFewMaxBytes = int64_t{4} << 20;
 // Whether the (reduced / groups, groups * cols) view of row groups is in reduce_cols_few_kernel's
-// reach by its rows and bytes (the rest of launch_cols_few's conditions, an outer count up to
-// 65535 and the blocks in one wave, hold for every such view of at most kPackedAutoPacks packs).
+// reach by its rows and bytes. launch_cols_few also needs an outer count up to 65535 and its
+// blocks in one wave, not checked here: past them the row groups keep their three launches
+// (the rule before session 118).
 template <typename In>
 bool row_groups_in_few_reach(const ReduceGeometry& g, int64_t groups) {
   return g.reduced / groups <= kColsFewMaxReduced && cols_input_bytes<In>(g) <= kColsFewMaxBytes;
