@@ -1881,27 +1881,30 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
 
 
 # Row groups of at most 256 packs (2- and 4-byte types) follow their launches (reduce.cu's
-# kRowGroupsFewMaxBytes): where their wide view (rows / groups) is in reduce_cols_few_kernel's
-# reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB, sums and amaxes alike (197
-# columns of 5320 float32 rows and 10640 16-bit ones, 4 MiB or less, against a group more: the
-# packed kernel's 16 rows of packs); past it the packed kernel takes them at any size, on 4 rows
-# of packs a round under 3 MiB: 13 columns of 16384 float32 rows (0.8 MiB, 4096 wide rows) and
-# of 16388 (a last partial round), 3 columns of 16384 (192 KiB), a middle dim of 2, 50 and 6
-# 16-bit columns (groups of 4). Each as torch's, NaN in the first and last rows, the same bits on
-# every call.
+# row_groups_keep_two_launches): where their wide view (rows / groups) is in reduce_cols_few_kernel's
+# reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB for sums and 6 MiB for amaxes
+# (197 columns of 5320 float32 rows and 10640 16-bit ones, 4 MiB or less, against a group more;
+# 7984 and 15968 rows, 6 MiB or less, against a group more: past the bound, the packed kernel's
+# 16 rows of packs); past the reach the packed kernel takes them at any size, on 4 rows of packs a
+# round under 3 MiB: 13 columns of 16384 float32 rows (0.8 MiB, 4096 wide rows) and of 16388 (a
+# last partial round), 3 columns of 16384 (192 KiB), a middle dim of 2, 50 and 6 16-bit columns
+# (groups of 4). Each as torch's, NaN in the first and last rows, the same bits on every call.
 @requires_cuda
-@pytest.mark.parametrize("dtype,shape,dim,rounds", [
-    (torch.float32, (5320, 197), 0, []), (torch.float32, (5324, 197), 0, ["16"]),
-    (torch.float32, (4096, 197), 0, []), (torch.bfloat16, (10640, 197), 0, []),
-    (torch.bfloat16, (10648, 197), 0, ["16"]), (torch.float16, (10640, 197), 0, []),
-    (torch.float32, (16384, 13), 0, ["4"]), (torch.float32, (16388, 13), 0, ["4"]),
-    (torch.float32, (16384, 3), 0, ["4"]), (torch.float32, (2, 16384, 13), 1, ["4"]),
-    (torch.bfloat16, (16384, 50), 0, ["4"]), (torch.float16, (16384, 50), 0, ["4"]),
-    (torch.bfloat16, (131072, 6), 0, ["4"])], ids=str)
-def test_row_groups_follow_their_launches(monkeypatch, dtype, shape, dim, rounds):
+@pytest.mark.parametrize("dtype,shape,dim,sum_rounds,amax_rounds", [
+    (torch.float32, (5320, 197), 0, [], []), (torch.float32, (5324, 197), 0, ["16"], []),
+    (torch.float32, (7984, 197), 0, ["16"], []), (torch.float32, (7988, 197), 0, ["16"], ["16"]),
+    (torch.float32, (4096, 197), 0, [], []), (torch.bfloat16, (10640, 197), 0, [], []),
+    (torch.bfloat16, (10648, 197), 0, ["16"], []), (torch.bfloat16, (15968, 197), 0, ["16"], []),
+    (torch.bfloat16, (15976, 197), 0, ["16"], ["16"]), (torch.float16, (10640, 197), 0, [], []),
+    (torch.float16, (15976, 197), 0, ["16"], ["16"]),
+    (torch.float32, (16384, 13), 0, ["4"], ["4"]), (torch.float32, (16388, 13), 0, ["4"], ["4"]),
+    (torch.float32, (16384, 3), 0, ["4"], ["4"]), (torch.float32, (2, 16384, 13), 1, ["4"], ["4"]),
+    (torch.bfloat16, (16384, 50), 0, ["4"], ["4"]), (torch.float16, (16384, 50), 0, ["4"], ["4"]),
+    (torch.bfloat16, (131072, 6), 0, ["4"], ["4"])], ids=str)
+def test_row_groups_follow_their_launches(monkeypatch, dtype, shape, dim, sum_rounds, amax_rounds):
     clear_column_knobs(monkeypatch)
     x = make_input(shape, dtype, "cuda")
-    for call in (lambda: reduce_ops.sum(x, dim), lambda: reduce_ops.amax(x, dim)):
+    for call, rounds in [(lambda: reduce_ops.sum(x, dim), sum_rounds), (lambda: reduce_ops.amax(x, dim), amax_rounds)]:
         names = cuda_kernels_run(call)
         assert [a[-1] for a in launches_of(names, "reduce_cols_kernel") if a[-1] in ("4", "16")] == rounds, names
         assert bool(launches_of(names, "fold_row_groups_kernel")) == (not rounds), names

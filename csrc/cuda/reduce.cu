@@ -1084,13 +1084,17 @@ constexpr int64_t kPackedAutoPacks = 256;
 // MB) sum 5.40 -> 4.90 (4.41), amax 6.09 -> 4.64 (4.53), bfloat16 8192 x 197 sum 5.46 -> 4.82
 // (4.89), amax 6.18 -> 4.74 (5.02). Past 4 MiB the row groups lost the sums (float32 6144 x 197,
 // 4.7 MB: 5.75 -> 5.88, 8192 x 197 6.17 -> 6.77; bfloat16 12288 x 197 5.88 -> 5.95) and won the
-// amaxes (float32 6144 x 197 6.36 -> 5.66, bfloat16 12288 x 197 6.43 -> 5.83), which keep the
-// 4 MiB bound for want of more shapes. Under kPackedMinBytes the few kernel's two launches beat
-// the packed kernel on either round (float32 8192 x 13 sum 4.20, 4.88 on 16 rows of packs, 4.73
-// on 4; 3000 x 197 4.49, 5.82, 5.32; bfloat16 8192 x 50 4.12, 5.23, 4.52). From kPackedMinBytes
-// the round of 4 was mixed (bfloat16 22528 x 77 5.59 -> 5.41, float32 65536 x 13 5.55 -> 5.74)
-// and the round stays kPackedRound.
+// amaxes (float32 6144 x 197 6.36 -> 5.66, bfloat16 12288 x 197 6.43 -> 5.83), which since session
+// 119 keep row groups to kRowGroupsFewMaxMaxBytes (h200_study/session119.txt, call 1), packed ->
+// row groups: float32 5500 x 197 (4.3 MB) 6.18 -> 5.21, 7000 x 197 6.41 -> 5.95, 8192 x 151 6.31
+// -> 5.99, 5000 x 255 6.37 -> 5.61; bfloat16 14000 x 197 6.49 -> 6.17, 16384 x 151 6.38 -> 6.19;
+// past 6.3 MB even or slower (float32 8192 x 233 6.76 -> 6.93, bfloat16 16384 x 233 6.85 -> 7.13).
+// Under kPackedMinBytes the few kernel's two launches beat the packed kernel on either round
+// (float32 8192 x 13 sum 4.20, 4.88 on 16 rows of packs, 4.73 on 4; 3000 x 197 4.49, 5.82, 5.32;
+// bfloat16 8192 x 50 4.12, 5.23, 4.52). From kPackedMinBytes the round of 4 was mixed (bfloat16
+// 22528 x 77 5.59 -> 5.41, float32 65536 x 13 5.55 -> 5.74) and the round stays kPackedRound.
 constexpr int64_t kRowGroupsFewMaxBytes = int64_t{4} << 20;
+constexpr int64_t kRowGroupsFewMaxMaxBytes = int64_t{6} << 20;
 // Whether the (reduced / groups, groups * cols) view of row groups is in reduce_cols_few_kernel's
 // reach by its rows and bytes. launch_cols_few also needs an outer count up to 65535 and its
 // blocks in one wave, not checked here: past them the row groups keep their three launches
@@ -1098,6 +1102,18 @@ constexpr int64_t kRowGroupsFewMaxBytes = int64_t{4} << 20;
 template <typename In>
 bool row_groups_in_few_reach(const ReduceGeometry& g, int64_t groups) {
   return g.reduced / groups <= kColsFewMaxReduced && cols_input_bytes<In>(g) <= kColsFewMaxBytes;
+}
+
+// Whether row groups of `packs` packs a group keep their two launches where the packed kernel
+// would otherwise take them (the rule above, in one place for launch_cols_packed and
+// launch_cols_row_groups): 2- and 4-byte types within kPackedAutoPacks packs, the wide view in the
+// few kernel's reach, up to kRowGroupsFewMaxBytes (amaxes kRowGroupsFewMaxMaxBytes).
+template <typename In, typename R>
+bool row_groups_keep_two_launches(const ReduceGeometry& g, int64_t groups, int64_t packs) {
+  using V = typename R::Value;
+  const int64_t most = std::is_same_v<R, PlainReducer<MaxOp<V>>> ? kRowGroupsFewMaxMaxBytes : kRowGroupsFewMaxBytes;
+  return sizeof(In) <= 4 && packs <= kPackedAutoPacks && row_groups_in_few_reach<In>(g, groups) &&
+         cols_input_bytes<In>(g) <= most;
 }
 
 // Columns that are not whole packs, where row groups are not taken: reduce_cols_kernel<kVec = 1>
@@ -1173,12 +1189,11 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
       std::is_same_v<R, NeumaierReducer<V>> ? kRowGroupsWide16BitCompensatedBytes : kRowGroupsWide16BitBytes;
   const bool wide_float = std::is_same_v<In, float> && group_packs > kPackedAutoPacks &&
                           group_packs <= kRowGroupsSmallFloatMaxPacks;
-  const bool few_packed = sizeof(In) <= 4 && group_packs <= kPackedAutoPacks && row_groups_in_few_reach<In>(g, groups);
-  const int64_t small_max = few_packed                                    ? kRowGroupsFewMaxBytes
-                            : !wide_float                                 ? kRowGroupsSmallMaxBytes
+  const int64_t small_max = !wide_float                                 ? kRowGroupsSmallMaxBytes
                             : std::is_same_v<R, PlainReducer<MaxOp<V>>> ? kRowGroupsSmallFloatMaxMaxBytes
                                                                         : kRowGroupsSmallFloatSumMaxBytes;
-  const bool faster = ((bytes >= kRowGroupsMinBytes || g.reduced > kRowGroupsSmallMinReduced) && bytes <= small_max) ||
+  const bool small = bytes >= kRowGroupsMinBytes || g.reduced > kRowGroupsSmallMinReduced;
+  const bool faster = (small && (bytes <= small_max || row_groups_keep_two_launches<In, R>(g, groups, group_packs))) ||
                       bytes >= kRowGroupsLargeBytes ||
                       (wide_16bit && bytes >= wide_16bit_from);
   // One getenv: where it was faster only "off" skips it, elsewhere only "on" takes it.
@@ -1272,11 +1287,12 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   const int64_t packs = g.inner * groups / kVec;  // a row group's packs: one thread each
   if (groups == 1 || packs > 1024) return false;
   const int64_t bytes = cols_input_bytes<In>(g);
-  // Past the few kernel's reach (three launches of row groups) at any size, and in it from
+  // Past the few kernel's reach (three launches of row groups) at any size, and in it past
   // kRowGroupsFewMaxBytes (kRowGroupsFewMaxBytes' comment).
   const bool few_reach = row_groups_in_few_reach<In>(g, groups);
-  const bool faster = packs <= kPackedAutoPacks &&
-                      (sizeof(In) <= 4 ? !few_reach || bytes > kRowGroupsFewMaxBytes : bytes >= kRowGroupsLargeBytes);
+  const bool faster = packs <= kPackedAutoPacks && (sizeof(In) <= 4
+                                                        ? !row_groups_keep_two_launches<In, R>(g, groups, packs)
+                                                        : bytes >= kRowGroupsLargeBytes);
   // One getenv, as launch_cols_row_groups.
   if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
     return false;
