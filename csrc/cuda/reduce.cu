@@ -1074,7 +1074,8 @@ constexpr int64_t kPackedAutoPacks = 256;
 // column kernel, its partials' fold (fold_partial_words_kernel), then fold_row_groups_kernel.
 // Groups of 2- and 4-byte types of at most kPackedAutoPacks packs (those the packed kernel takes
 // automatically) then follow the launches: in the few kernel's reach they stay on row groups up
-// to kRowGroupsFewMaxBytes (past the packed kernel's kPackedMinBytes), and past it they take the
+// to kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes (past the packed kernel's
+// kPackedMinBytes; row_groups_keep_two_launches), and past the reach they take the
 // packed kernel at any size, under kPackedMinBytes on rounds of kColsRound rows of packs a thread
 // (launch_cols_packed: more segments) rather than kPackedRound. H200, CUDA graph, us, the rule
 // before -> after (torch.compile; h200_study/session118.txt, call 3): three launches -> packed on
@@ -1089,6 +1090,10 @@ constexpr int64_t kPackedAutoPacks = 256;
 // row groups: float32 5500 x 197 (4.3 MB) 6.18 -> 5.21, 7000 x 197 6.41 -> 5.95, 8192 x 151 6.31
 // -> 5.99, 5000 x 255 6.37 -> 5.61; bfloat16 14000 x 197 6.49 -> 6.17, 16384 x 151 6.38 -> 6.19;
 // past 6.3 MB even or slower (float32 8192 x 233 6.76 -> 6.93, bfloat16 16384 x 233 6.85 -> 7.13).
+// Out of sample (call 4, the rule built): 13 amaxes under 6 MiB all faster, float32 6000 x 171
+// 6.15 -> 5.16, 8000 x 187 6.48 -> 6.16, 7984 x 197 6.54 -> 6.37; bfloat16 13000 x 181 6.30 ->
+// 5.85, 15968 x 197 6.62 -> 6.54 (torch.compile still 0.82-0.95x of ours there). Sums keep 4 MiB:
+// in call 1 float32 went 0.86-1.08x at 4.3-5.5 MB (8192 x 151 5.80 -> 6.27), 16-bit all slower.
 // Under kPackedMinBytes the few kernel's two launches beat the packed kernel on either round
 // (float32 8192 x 13 sum 4.20, 4.88 on 16 rows of packs, 4.73 on 4; 3000 x 197 4.49, 5.82, 5.32;
 // bfloat16 8192 x 50 4.12, 5.23, 4.52). From kPackedMinBytes the round of 4 was mixed (bfloat16
@@ -1228,8 +1233,9 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // compensated to the end. Needs x on 16 bytes, dense rows,
 // outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
 // types from kPackedMinBytes (3 MB since session 77; past 3.5 MB, 6 MB and 192 MB before; since
-// session 118 at any size where row groups would take three launches, and from
-// kRowGroupsFewMaxBytes where they take two: kRowGroupsFewMaxBytes' comment) and
+// session 118 at any size where row groups would take three launches, and past
+// kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes, where they take two:
+// kRowGroupsFewMaxBytes' comment) and
 // float64 from kRowGroupsLargeBytes, within kPackedAutoPacks packs a row group (257-1024 packs
 // leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
 // launches (h200_study/session53_packed_columns.txt, sections 2-3): bfloat16 sums 131072 x 77
