@@ -1294,7 +1294,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (groups == 1 || packs > 1024) return false;
   const int64_t bytes = cols_input_bytes<In>(g);
   // Past the few kernel's reach (three launches of row groups) at any size, and in it past
-  // kRowGroupsFewMaxBytes (kRowGroupsFewMaxBytes' comment).
+  // kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes (row_groups_keep_two_launches).
   const bool few_reach = row_groups_in_few_reach<In>(g, groups);
   const bool faster = packs <= kPackedAutoPacks && (sizeof(In) <= 4
                                                         ? !row_groups_keep_two_launches<In, R>(g, groups, packs)
