@@ -18,7 +18,7 @@ from conftest import (
     assert_exactly_equal, assert_like_torch_result, assert_same_bits, cuda_kernel_events, cuda_kernels_run,
     cuda_launch_dims,
     dtype_id, expected_exception, launches_of, make_input, message_names_dtype, reference_sum,
-    requires_cuda, rows_per_sm,
+    requires_cuda, rows_per_sm, template_args,
 )
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -1857,11 +1857,26 @@ def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
 
 
+def packed_launches(names):
+    """The packed column launches among profiler kernel names, in order: "16" or "4" for
+    reduce_cols_kernel's packed rounds (its last template argument), "small" for
+    reduce_cols_packed_small_kernel (launch_cols_packed's short rounds, 4 rows of packs)."""
+    out = []
+    for name in names:
+        if template_args(name, "reduce_cols_packed_small_kernel") is not None:
+            out.append("small")
+        else:
+            args = template_args(name, "reduce_cols_kernel")
+            if args is not None and args[-1] in ("4", "16"):
+                out.append(args[-1])
+    return out
+
+
 # The packed kernel's round, 16 rows of packs a thread from 3 MiB of input (reduce.cu's
-# kPackedMinBytes), 4 under it: 77 columns of 4 or 8 rows a group (float32, 16-bit) on either side
-# of it by one group, whose row groups' wide view (2552-2553 rows) is past reduce_cols_few_kernel's
-# 2048, so that the packed kernel takes them on both sides, never the row groups' three launches
-# (fold_row_groups_kernel last).
+# kPackedMinBytes), 4 under it (reduce_cols_packed_small_kernel): 77 columns of 4 or 8 rows a
+# group (float32, 16-bit) on either side of it by one group, whose row groups' wide view
+# (2552-2553 rows) is past reduce_cols_few_kernel's 2048, so that the packed kernel takes them on
+# both sides, never the row groups' three launches (fold_row_groups_kernel last).
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
 @pytest.mark.parametrize("above", [False, True])
@@ -1874,8 +1889,8 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
     assert (rows * 77 * itemsize >= 3 << 20) == above
     x = make_input((rows, 77), dtype, "cuda")
     names = cuda_kernels_run(lambda: reduce_ops.sum(x, 0))
-    rounds = [a[-1] for a in launches_of(names, "reduce_cols_kernel")]
-    assert rounds == (["16"] if above else ["4"]) and not launches_of(names, "fold_row_groups_kernel"), names
+    rounds = packed_launches(names)
+    assert rounds == (["16"] if above else ["small"]) and not launches_of(names, "fold_row_groups_kernel"), names
     check_sum(x, 0)
     check_amax(x, 0)
 
@@ -1885,10 +1900,10 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
 # reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB for sums and 6 MiB for amaxes
 # (197 columns of 5320 float32 rows and 10640 16-bit ones, 4 MiB or less, against a group more;
 # 7984 and 15968 rows, 6 MiB or less, against a group more: past the bound, the packed kernel's
-# 16 rows of packs); past the reach the packed kernel takes them at any size, on 4 rows of packs a
-# round under 3 MiB: 13 columns of 16384 float32 rows (0.8 MiB, 4096 wide rows) and of 16388 (a
-# last partial round), 3 columns of 16384 (192 KiB), a middle dim of 2, 50 and 6 16-bit columns
-# (groups of 4). Each as torch's, NaN in the first and last rows, the same bits on every call.
+# 16 rows of packs); past the reach the packed kernel takes them at any size, under 3 MiB on
+# its short rounds (reduce_cols_packed_small_kernel, 4 rows of packs a round): 13 columns of
+# 16384 float32 rows (0.8 MiB, 4096 wide rows) and of 16388 (a last partial round), 3 columns of
+# 16384 (192 KiB), a middle dim of 2, 50 and 6 16-bit columns (groups of 4). Each as torch's, NaN in the first and last rows, the same bits on every call.
 @requires_cuda
 @pytest.mark.parametrize("dtype,shape,dim,sum_rounds,amax_rounds", [
     (torch.float32, (5320, 197), 0, [], []), (torch.float32, (5324, 197), 0, ["16"], []),
@@ -1897,16 +1912,16 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
     (torch.bfloat16, (10648, 197), 0, ["16"], []), (torch.bfloat16, (15968, 197), 0, ["16"], []),
     (torch.bfloat16, (15976, 197), 0, ["16"], ["16"]), (torch.float16, (10640, 197), 0, [], []),
     (torch.float16, (15976, 197), 0, ["16"], ["16"]),
-    (torch.float32, (16384, 13), 0, ["4"], ["4"]), (torch.float32, (16388, 13), 0, ["4"], ["4"]),
-    (torch.float32, (16384, 3), 0, ["4"], ["4"]), (torch.float32, (2, 16384, 13), 1, ["4"], ["4"]),
-    (torch.bfloat16, (16384, 50), 0, ["4"], ["4"]), (torch.float16, (16384, 50), 0, ["4"], ["4"]),
-    (torch.bfloat16, (131072, 6), 0, ["4"], ["4"])], ids=str)
+    (torch.float32, (16384, 13), 0, ["small"], ["small"]), (torch.float32, (16388, 13), 0, ["small"], ["small"]),
+    (torch.float32, (16384, 3), 0, ["small"], ["small"]), (torch.float32, (2, 16384, 13), 1, ["small"], ["small"]),
+    (torch.bfloat16, (16384, 50), 0, ["small"], ["small"]), (torch.float16, (16384, 50), 0, ["small"], ["small"]),
+    (torch.bfloat16, (131072, 6), 0, ["small"], ["small"])], ids=str)
 def test_row_groups_follow_their_launches(monkeypatch, dtype, shape, dim, sum_rounds, amax_rounds):
     clear_column_knobs(monkeypatch)
     x = make_input(shape, dtype, "cuda")
     for call, rounds in [(lambda: reduce_ops.sum(x, dim), sum_rounds), (lambda: reduce_ops.amax(x, dim), amax_rounds)]:
         names = cuda_kernels_run(call)
-        assert [a[-1] for a in launches_of(names, "reduce_cols_kernel") if a[-1] in ("4", "16")] == rounds, names
+        assert packed_launches(names) == rounds, names
         assert bool(launches_of(names, "fold_row_groups_kernel")) == (not rounds), names
     check_sum(x, dim)
     check_amax(x, dim)
@@ -1915,6 +1930,41 @@ def test_row_groups_follow_their_launches(monkeypatch, dtype, shape, dim, sum_ro
     x.select(dim, -1)[..., 1] = float("nan")
     out = check_amax(x, dim)
     assert torch.isnan(out[..., :2]).all()
+    check_sum(x, dim)
+
+
+# The packed kernel's short rounds under 3 MiB (reduce.cu's launch_cols_packed_small, forced with
+# REDUCE_OPS_COLS_PACKED=on): one barrier, then a group of lanes a column folds its values and a
+# butterfly joins the lanes. 32 lanes a column (3 float32 columns, 64 rows of threads; 6 bfloat16
+# columns: 32 for sums, 16 for amaxes, whose partials pad to 8), 8 with a last partial round (13
+# columns of 16388 rows), 4 (50 bfloat16 columns), 2 (37 float32 columns), 1 (77 columns, 2 rows
+# of threads, 2050 rows of the view: just past reduce_cols_few_kernel's reach; 130 float32
+# columns, groups of 2 rows), more columns than threads (260 float16 columns, groups of 2 rows:
+# two columns a lane), 2 outer indices. Each as torch's, NaN and infinities in the first and last
+# rows, the same bits on every call.
+@requires_cuda
+@pytest.mark.parametrize("dtype,shape,dim", [
+    (torch.float32, (16384, 3), 0), (torch.bfloat16, (131072, 6), 0), (torch.float32, (16388, 13), 0),
+    (torch.bfloat16, (16384, 50), 0), (torch.float32, (16384, 37), 0), (torch.float32, (8200, 77), 0),
+    (torch.float32, (4098, 130), 0), (torch.float16, (4098, 260), 0), (torch.float32, (2, 16384, 13), 1)],
+    ids=str)
+def test_packed_small_kernel(monkeypatch, dtype, shape, dim):
+    clear_column_knobs(monkeypatch)
+    monkeypatch.setenv("REDUCE_OPS_COLS_PACKED", "on")
+    x = make_input(shape, dtype, "cuda")
+    assert x.numel() * x.element_size() < 3 << 20
+    for op in (reduce_ops.sum, reduce_ops.amax):
+        names = cuda_kernels_run(lambda: op(x, dim))
+        assert packed_launches(names) == ["small"], names
+    check_sum(x, dim)
+    check_amax(x, dim)
+    assert_same_bits(reduce_ops.sum(x, dim), reduce_ops.sum(x, dim))
+    first, last = x.select(dim, 0), x.select(dim, -1)
+    last[..., 0] = float("nan")
+    first[..., 1] = float("inf")
+    last[..., -1] = float("-inf")
+    out = check_amax(x, dim)
+    assert torch.isnan(out[..., 0]).all() and (out[..., 1] == float("inf")).all()
     check_sum(x, dim)
 
 

@@ -91,17 +91,18 @@ inline bool is_aligned(const void* p, int bytes) {
 }
 
 // __shfl_xor_sync for any trivially copyable value whose size is a multiple of 4 bytes
-// (numbers, and small structs such as a compensated sum), word by word.
+// (numbers, and small structs such as a compensated sum), word by word; `members`: the lanes
+// that take part (each of them must call it), by default the whole warp.
 template <typename T>
-__device__ __forceinline__ T shfl_xor(T v, int mask, int width) {
+__device__ __forceinline__ T shfl_xor(T v, int mask, int width, unsigned members = 0xffffffffu) {
   if constexpr (std::is_arithmetic_v<T>) {
-    return __shfl_xor_sync(0xffffffffu, v, mask, width);
+    return __shfl_xor_sync(members, v, mask, width);
   } else {
     static_assert(sizeof(T) % 4 == 0, "shuffled values are whole 32-bit words");
     unsigned words[sizeof(T) / 4];
     memcpy(words, &v, sizeof(T));
 #pragma unroll
-    for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) words[i] = __shfl_xor_sync(0xffffffffu, words[i], mask, width);
+    for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) words[i] = __shfl_xor_sync(members, words[i], mask, width);
     memcpy(&v, words, sizeof(T));
     return v;
   }

@@ -1284,6 +1284,60 @@ constexpr int kPackedRound = 4 * kColsRound;
 constexpr int kPackedMinThreads = 128;
 constexpr int64_t kPackedBlocksPerSM = 4;
 
+// launch_cols_packed's short rounds on reduce_cols_packed_small_kernel: the same block shape and
+// segments (a block and a round of kColsRound rows of packs a segment where the blocks fit; more
+// rounds a segment past kPackedBlocksPerSM blocks an SM), 32-bit indices, one work item a
+// block, one barrier to fold. The lanes that fold a column: the most (up to 32, a power of two)
+// that leave a group of lanes for each column, at most the column's values. False where it does
+// not apply (indices past 32 bits, more than 65535 outer indices: the grid's y; one segment),
+// which launch_cols_packed then reduces on kPackedRound's rounds. Until session 120 these rounds
+// ran on reduce_cols_kernel<..., kColsRound>, whose blocks spent a third of their time in a
+// 64-bit prologue (~230 instructions before the first load) and most of the rest in the fold
+// tree of their rows of threads and its barriers, not in memory (Nsight Compute, float32 16384 x
+// 3: 3989 cycles a block against Inductor's 848; h200_study/session120.txt, call 1). H200, CUDA
+// graph, us, before -> this kernel (torch.compile), out of sample (call 4): float32 sums 16384 x
+// 3 4.82 -> 3.97 (3.21), 20000 x 7 4.78 -> 4.21 (3.61), 50000 x 11 5.34 -> 4.78 (4.17), 12000 x
+// 29 5.08 -> 4.56 (3.91); amaxes 16384 x 3 4.17 -> 3.59 (3.30), 65536 x 5 4.42 -> 4.03 (3.99);
+// bfloat16 131072 x 6 sum 4.80 -> 4.11 (4.10), 40000 x 18 4.75 -> 4.23 (3.98); float16 60000 x 10
+// sum 4.66 -> 4.07 (3.95): all 28 cases 0.82-0.97x of the old time. Blocks of at least 64 or 32
+// threads (more, smaller blocks) were within 5% either way (call 2).
+template <typename In, typename Out, typename R>
+bool launch_cols_packed_small(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, int64_t groups,
+                              int64_t packs, const R& r, cudaStream_t stream) {
+  using Acc = typename R::Acc;
+  constexpr int64_t kVec = kMaxVec<In>;
+  const int64_t rows = g.reduced / groups, wide = g.inner * groups;
+  if (g.outer > 65535 || (g.outer - 1) * g.outer_stride + rows * wide > INT32_MAX) return false;
+  const auto kernel = reduce_cols_packed_small_kernel<In, R, kVec>;
+  const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
+  if (packs > max_threads) return false;
+  ColsLaunch l{static_cast<int>(packs), 1};
+  while (l.bx * l.by < kPackedMinThreads && l.bx * l.by * 2 <= max_threads) l.by *= 2;
+  ColsArgs a{g.outer, rows, wide, g.outer_stride, wide, 1, 1, rows, 1, 1, 1};
+  const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
+  split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kColsRound, kPackedBlocksPerSM);
+  if (a.splits == 1) return false;  // past the few kernel's reach a segment is a few rounds
+  constexpr int64_t kW = kPartialsPerWord<Acc>;
+  const int64_t padded = ceil_div(g.inner, kW) * kW;
+  const int64_t threads = static_cast<int64_t>(l.bx) * l.by, values = l.by * groups;
+  int lanes_log2 = 0, groups_log2 = 0;
+  while (lanes_log2 < 5 && (int64_t{2} << lanes_log2) * padded <= threads && (int64_t{2} << lanes_log2) <= values) {
+    ++lanes_log2;
+  }
+  while ((int64_t{1} << groups_log2) < groups) ++groups_log2;  // groups: a power of two (kVec / gcd)
+  const PackedSmallArgs args{static_cast<int>(rows),    static_cast<int>(a.chunk), static_cast<int>(g.outer_stride),
+                             static_cast<int>(g.inner), static_cast<int>(padded), groups_log2, lanes_log2};
+  at::Tensor partial;
+  Acc* partials = partials_scratch<Acc>(a.splits * g.outer * padded, xt.options(), partial);
+  kernel<<<dim3(static_cast<unsigned>(a.splits), static_cast<unsigned>(g.outer)), dim3(l.bx, l.by), smem, stream>>>(
+      xt.const_data_ptr<In>(), partials, args, r);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_fold_partial_words<Out>(static_cast<const Acc*>(partials), out_t.mutable_data_ptr<Out>(), a.splits,
+                                 g.outer * padded, static_cast<int>(g.inner), static_cast<int>(padded),
+                                 g.outer * (padded / kW), r, stream);
+  return true;
+}
+
 template <typename In, typename Out, typename R>
 bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, const R& r,
                         cudaStream_t stream) {
@@ -1305,10 +1359,11 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   }
   // Rounds of kColsRound rows of packs under kPackedMinBytes past the few kernel's reach: four
   // times the segments, one block an SM or more where kPackedRound left 16-32 blocks in all.
-  const bool short_round = bytes < kPackedMinBytes && !few_reach;
-  const int64_t round = short_round ? kColsRound : kPackedRound;
-  const auto kernel = short_round ? reduce_cols_kernel<In, Out, R, kVec, kColsRound>
-                                  : reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;
+  if (bytes < kPackedMinBytes && !few_reach &&
+      launch_cols_packed_small<In, Out>(xt, g, out_t, groups, packs, r, stream)) {
+    return true;
+  }
+  const auto kernel = reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;
   // Under 1024 where its registers say so, and within 48 KB of the folds' shared memory.
   const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
   if (packs > max_threads) return false;
@@ -1319,7 +1374,7 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   a.group_cols = g.inner;
   a.row_gap = l.by * a.reduced_stride;
   const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
-  split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * round, kPackedBlocksPerSM);
+  split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kPackedRound, kPackedBlocksPerSM);
   // With splits > 1, rows of partials (one a segment) of outer x padded values, folded by the
   // second launch.
   constexpr int64_t kW = kPartialsPerWord<Acc>;

@@ -36,7 +36,9 @@
 //                             many segments, by a second launch. With kPackedRound, columns
 //                             that are not whole packs as rows of `groups` rows that are, the
 //                             groups folded by each block before its partial goes out, the
-//                             partials by a second launch:
+//                             partials by a second launch; under 3 MB on
+//   reduce_cols_packed_small_kernel  the same view with 32-bit indices, a work item a block and
+//                             one barrier to fold (groups of lanes a column, then a butterfly).
 //   fold_partial_words_kernel the partials of the packed kernel and of split column launches of
 //                             many segments, a warp or a block a 16-byte word of columns (a
 //                             programmatic dependent of the first launch).
@@ -1433,6 +1435,52 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
   }
 }
 
+// A column thread's running state: acc, one value per column, or for a 16-bit max the packs'
+// 32-bit words (kPackedMax), widened into acc after the rows (reduce_cols_kernel and
+// reduce_cols_packed_small_kernel).
+template <typename R, typename In, int kVec>
+constexpr int kColumnWords = kPackedMax<R, In, kVec> ? kVec / 2 : 1;
+
+// Four rows of a thread's kVec columns into its state: each column's 4 values pairwise, then one
+// step of the reducer. A compensated sum pays its error-free addition once per 4 rows (as the row
+// kernels once per pack), which took bfloat16's column sums off the ALU bound.
+template <typename R, typename In, int kVec, int kWords>
+__device__ __forceinline__ void add_four_rows(typename R::Acc (&acc)[kVec], uint32_t (&m)[kWords],
+                                              const Pack<In, kVec>* v, const R& r) {
+  using V = typename R::Value;
+  if constexpr (kPackedMax<R, In, kVec>) {
+    uint32_t w[4][kWords];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) memcpy(w[j], &v[j], sizeof(w[j]));
+    const PackedMaxFold<In> mx;
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) m[k] = mx(m[k], mx(mx(w[0][k], w[1][k]), mx(w[2][k], w[3][k])));
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const V s01 = r.reduce(widen<V>(v[0], k), widen<V>(v[1], k));
+      const V s23 = r.reduce(widen<V>(v[2], k), widen<V>(v[3], k));
+      acc[k] = r.add(acc[k], r.reduce(s01, s23));
+    }
+  }
+}
+
+// One row of a thread's kVec columns into its state (a round's last rows).
+template <typename R, typename In, int kVec, int kWords>
+__device__ __forceinline__ void add_one_row(typename R::Acc (&acc)[kVec], uint32_t (&m)[kWords],
+                                            const Pack<In, kVec>& v, const R& r) {
+  using V = typename R::Value;
+  if constexpr (kPackedMax<R, In, kVec>) {
+    uint32_t w[kWords];
+    memcpy(w, &v, sizeof(w));
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) m[k] = packed_extreme<In, true>(m[k], w[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v, k));
+  }
+}
+
 // Packed row groups (reduce_cols_kernel<..., kPackedRound > 0>): the kernel reduced the
 // (reduced / groups, groups * cols) view of dense rows of `cols` columns in one column tile, so
 // that wide column w holds column w % cols of rows w / cols, w / cols + groups, ... After the rows
@@ -1527,10 +1575,9 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
     for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
     // A 16-bit max runs on the packs' words (kPackedMax), widened into acc after the rows.
     constexpr bool kPacked = kPackedMax<R, In, kVec>;
-    constexpr int kWords = kPacked ? kVec / 2 : 1;
-    [[maybe_unused]] uint32_t m[kWords];
+    uint32_t m[kColumnWords<R, In, kVec>];
 #pragma unroll
-    for (int k = 0; k < kWords; ++k) m[k] = identity_word<In>(r);
+    for (int k = 0; k < kColumnWords<R, In, kVec>; ++k) m[k] = identity_word<In>(r);
     if (in_range) {
       using P = Pack<In, kVec>;
       const In* base = x + o * a.outer_stride + i * a.inner_stride;
@@ -1569,27 +1616,8 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
           // 10.4, 3573 x 7001 32.0 -> 33.7), its sums even.
           if constexpr (kVec == 1 && sizeof(In) == 2) asm volatile("fence.acq_rel.cta;" ::: "memory");
         }
-        // Each 4 rows of a column pairwise, then one step of the reducer: a compensated sum
-        // pays its error-free addition once per 4 rows (as the row kernels once per pack),
-        // which took bfloat16's column sums off the ALU bound.
 #pragma unroll
-        for (int q = 0; q < kUnroll; q += 4) {
-          if constexpr (kPacked) {
-            uint32_t w[4][kWords];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) memcpy(w[j], &v[q + j], sizeof(w[j]));
-            const PackedMaxFold<In> mx;
-#pragma unroll
-            for (int k = 0; k < kWords; ++k) m[k] = mx(m[k], mx(mx(w[0][k], w[1][k]), mx(w[2][k], w[3][k])));
-          } else {
-#pragma unroll
-            for (int k = 0; k < kVec; ++k) {
-              const V s01 = r.reduce(widen<V>(v[q], k), widen<V>(v[q + 1], k));
-              const V s23 = r.reduce(widen<V>(v[q + 2], k), widen<V>(v[q + 3], k));
-              acc[k] = r.add(acc[k], r.reduce(s01, s23));
-            }
-          }
-        }
+        for (int q = 0; q < kUnroll; q += 4) add_four_rows(acc, m, v + q, r);
       }
       // The last segment's partial round: up to kUnroll - 1 rows, loaded together (one at a
       // time they waited on each other). Rows past r1 load `row` again and are not added:
@@ -1603,17 +1631,7 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         }
 #pragma unroll
         for (int u = 0; u < kUnroll - 1; ++u) {
-          if (row + u * step < r1) {
-            if constexpr (kPacked) {
-              uint32_t w[kWords];
-              memcpy(w, &v[u], sizeof(w));
-#pragma unroll
-              for (int k = 0; k < kWords; ++k) m[k] = packed_extreme<In, true>(m[k], w[k]);
-            } else {
-#pragma unroll
-              for (int k = 0; k < kVec; ++k) acc[k] = r.add(acc[k], widen<V>(v[u], k));
-            }
-          }
+          if (row + u * step < r1) add_one_row(acc, m, v[u], r);
         }
       }
     }
@@ -1634,6 +1652,86 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         out[col] = static_cast<Out>(r.finish(acc[0]));
       }
     }
+  }
+}
+
+// Packed row groups under kPackedMinBytes (reduce.cu's launch_cols_packed, its short rounds):
+// reduce_cols_kernel<..., kPackedRound>'s view and block, without its prologue and fold tree.
+// The input is under 2^31 elements, so indices are 32-bit; a block takes one work item (segment
+// blockIdx.x of outer index blockIdx.y), so there is no item loop; its rows of threads load rounds
+// of kColsRound rows of packs. Then one barrier: each thread's kVec values go to shared memory
+// ([rows of threads][groups * cols]), and 2^lanes_log2 lanes a column fold its by * groups values,
+// lane q the values q, q + lanes, ... in order (value v: row of threads v >> groups_log2, group
+// v & (groups - 1)), then a butterfly over the lanes: the same order on every run. Lane 0 writes
+// the segment's partial of the column into its row of partials (padded to whole 16-byte words
+// with the identity, as fold_packed's), which fold_partial_words_kernel folds: past the few
+// kernel's reach (launch_cols_packed) there are always several segments.
+struct PackedSmallArgs {
+  int rows;          // rows of the (reduced / groups, groups * cols) view
+  int chunk;         // its rows a segment
+  int outer_stride;  // elements between outer slabs
+  int cols;          // columns of a dense row
+  int padded;        // cols rounded up to whole 16-byte words of partials
+  int groups_log2;   // log2 of the dense rows a row of the view holds
+  int lanes_log2;    // log2 of the lanes that fold a column (at most 5)
+};
+
+template <typename In, typename R, int kVec>
+__global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typename R::Acc* __restrict__ partial,
+                                                PackedSmallArgs a, R r) {
+  using Acc = typename R::Acc;
+  using P = Pack<In, kVec>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x * kVec]
+  allow_dependents();                            // fold_partial_words_kernel waits for the partials
+  const int seg = blockIdx.x, o = blockIdx.y, by = blockDim.y;
+  const int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * by;
+  const int wide = blockDim.x * kVec;  // elements of a row of the view
+  const int r1 = min(a.rows, (seg + 1) * a.chunk);
+  int row = seg * a.chunk + threadIdx.y;
+  const In* src = x + (o * a.outer_stride + row * wide + threadIdx.x * kVec);
+  const int step = by * wide;
+  Acc acc[kVec];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
+  uint32_t m[kColumnWords<R, In, kVec>];
+#pragma unroll
+  for (int k = 0; k < kColumnWords<R, In, kVec>; ++k) m[k] = identity_word<In>(r);
+  for (; row + 3 * by < r1; row += 4 * by, src += 4 * step) {
+    P v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = *reinterpret_cast<const P*>(src + u * step);
+    add_four_rows(acc, m, v, r);
+  }
+  if (row < r1) {  // up to 3 rows, loaded together; rows past r1 load `row` again, not added
+    P v[3];
+#pragma unroll
+    for (int u = 0; u < 3; ++u) v[u] = *reinterpret_cast<const P*>(src + (row + u * by < r1 ? u * step : 0));
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+      if (row + u * by < r1) add_one_row(acc, m, v[u], r);
+    }
+  }
+  if constexpr (kPackedMax<R, In, kVec>) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = widen_element<In, typename R::Value>(m, k);
+  }
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) smem[t * kVec + k] = acc[k];
+  __syncthreads();
+  // Whole groups of lanes only (a group lies in one warp: lanes divides 32); a group takes
+  // columns c, c + (its count), ... up to the padded width.
+  const int lanes = 1 << a.lanes_log2, lane_groups = threads >> a.lanes_log2, c0 = t >> a.lanes_log2;
+  if (c0 >= lane_groups) return;
+  const int q = t & (lanes - 1), values = by << a.groups_log2, group_mask = (1 << a.groups_log2) - 1;
+  const unsigned members = lanes == kWarpSize ? 0xffffffffu : ((1u << lanes) - 1) << ((t & (kWarpSize - 1)) & ~(lanes - 1));
+  for (int c = c0; c < a.padded; c += lane_groups) {
+    Acc s = R::identity();
+    if (c < a.cols) {
+      for (int v = q; v < values; v += lanes) s = r(s, smem[(v >> a.groups_log2) * wide + (v & group_mask) * a.cols + c]);
+    }
+    for (int mask = lanes / 2; mask > 0; mask /= 2) s = r(s, shfl_xor(s, mask, lanes, members));
+    if (q == 0) partial[(seg * gridDim.y + o) * a.padded + c] = s;
   }
 }
 
