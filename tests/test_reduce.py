@@ -1858,9 +1858,11 @@ def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
 
 
 def packed_launches(names):
-    """The packed column launches among profiler kernel names, in order: "16" or "4" for
-    reduce_cols_kernel's packed rounds (its last template argument), "small" for
-    reduce_cols_packed_small_kernel (launch_cols_packed's short rounds, 4 rows of packs)."""
+    """The packed column launches among profiler kernel names, in order: "small" for
+    reduce_cols_packed_small_kernel (launch_cols_packed's short rounds, 4 rows of packs), "16" for
+    reduce_cols_kernel's packed rounds (its last template argument), and "4" for a
+    reduce_cols_kernel launch whose last template argument is 4 (its short-round packed launch
+    until session 120), so that one coming back fails the tests that expect none."""
     out = []
     for name in names:
         if template_args(name, "reduce_cols_packed_small_kernel") is not None:
@@ -1903,7 +1905,8 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
 # 16 rows of packs); past the reach the packed kernel takes them at any size, under 3 MiB on
 # its short rounds (reduce_cols_packed_small_kernel, 4 rows of packs a round): 13 columns of
 # 16384 float32 rows (0.8 MiB, 4096 wide rows) and of 16388 (a last partial round), 3 columns of
-# 16384 (192 KiB), a middle dim of 2, 50 and 6 16-bit columns (groups of 4). Each as torch's, NaN in the first and last rows, the same bits on every call.
+# 16384 (192 KiB), a middle dim of 2, 50 and 6 16-bit columns (groups of 4). Each as torch's, NaN
+# in the first and last rows, the same bits on every call.
 @requires_cuda
 @pytest.mark.parametrize("dtype,shape,dim,sum_rounds,amax_rounds", [
     (torch.float32, (5320, 197), 0, [], []), (torch.float32, (5324, 197), 0, ["16"], []),
