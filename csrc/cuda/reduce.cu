@@ -1284,6 +1284,19 @@ constexpr int kPackedRound = 4 * kColsRound;
 constexpr int kPackedMinThreads = 128;
 constexpr int64_t kPackedBlocksPerSM = 4;
 
+// A packed launch's block (launch_cols_packed and its short rounds): a thread a pack across, rows
+// of threads down to kPackedMinThreads threads, within the kernel's registers and 48 KB of the
+// folds' shared memory (a kVec-wide accumulator a thread). Nothing where a row group has more
+// packs than that.
+template <typename Acc, int64_t kVec, typename Kernel>
+std::optional<ColsLaunch> packed_block(Kernel kernel, int64_t packs) {
+  const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
+  if (packs > max_threads) return std::nullopt;
+  ColsLaunch l{static_cast<int>(packs), 1};
+  while (l.bx * l.by < kPackedMinThreads && l.bx * l.by * 2 <= max_threads) l.by *= 2;
+  return l;
+}
+
 // launch_cols_packed's short rounds on reduce_cols_packed_small_kernel: the same block shape and
 // segments (a block and a round of kColsRound rows of packs a segment where the blocks fit; more
 // rounds a segment past kPackedBlocksPerSM blocks an SM), 32-bit indices, one work item a
@@ -1309,10 +1322,9 @@ bool launch_cols_packed_small(const at::Tensor& xt, const ReduceGeometry& g, con
   const int64_t rows = g.reduced / groups, wide = g.inner * groups;
   if (g.outer > 65535 || (g.outer - 1) * g.outer_stride + rows * wide > INT32_MAX) return false;
   const auto kernel = reduce_cols_packed_small_kernel<In, R, kVec>;
-  const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
-  if (packs > max_threads) return false;
-  ColsLaunch l{static_cast<int>(packs), 1};
-  while (l.bx * l.by < kPackedMinThreads && l.bx * l.by * 2 <= max_threads) l.by *= 2;
+  const std::optional<ColsLaunch> block = packed_block<Acc, kVec>(kernel, packs);
+  if (!block) return false;
+  const ColsLaunch l = *block;
   ColsArgs a{g.outer, rows, wide, g.outer_stride, wide, 1, 1, rows, 1, 1, 1};
   const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
   split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kColsRound, kPackedBlocksPerSM);
@@ -1364,11 +1376,9 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
     return true;
   }
   const auto kernel = reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;
-  // Under 1024 where its registers say so, and within 48 KB of the folds' shared memory.
-  const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
-  if (packs > max_threads) return false;
-  ColsLaunch l{static_cast<int>(packs), 1};
-  while (l.bx * l.by < kPackedMinThreads && l.bx * l.by * 2 <= max_threads) l.by *= 2;
+  const std::optional<ColsLaunch> block = packed_block<Acc, kVec>(kernel, packs);
+  if (!block) return false;
+  const ColsLaunch l = *block;
   const int64_t rows = g.reduced / groups, cols = g.inner * groups;
   ColsArgs a{g.outer, rows, cols, g.outer_stride, cols, 1, 1, rows, 1, 1, 1};
   a.group_cols = g.inner;
