@@ -1838,20 +1838,23 @@ def test_unaligned_columns_large_automatic(monkeypatch, mode, dtype, shape):
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
 
 
-# The packed kernel's block (reduce.cu's launch_cols_packed) is the fewest rows of threads that
-# make 128 threads: 64 rows at 3 packs a row group (3 float32 columns, 6 in 16 bits; rows of
-# threads past 8 fold as a tree, column_fold.cuh's fold_thread_rows), 16 at 13 packs, 2 at 77 and
-# 1 at 197, each loading 16 rows of packs a round. Every shape here is past the automatic rule's
-# 3 MB in every dtype, so the one reduce_cols_kernel launch must be the packed one (its last
-# template argument the round), and match the reference.
+# The packed kernels' block (reduce.cu's packed_block) is the fewest rows of threads that make 128
+# threads: 64 rows at 3 packs a row group (3 float32 columns, 6 in 16 bits; in reduce_cols_kernel
+# rows of threads past 8 fold as a tree, column_fold.cuh's fold_thread_rows), 16 at 13 packs, 2 at
+# 77 and 1 at 197. Every shape here is past the automatic rule's 3 MB in every dtype and past
+# reduce_cols_few_kernel's reach, so the one packed launch must be reduce_cols_packed_small_kernel
+# (rounds of 4 rows of packs) under 32 MiB (kPackedSmallMaxBytes: the first five shapes in every
+# dtype, the last four in none) and reduce_cols_kernel's rounds of 16 (its last template argument)
+# from it, and match the reference.
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
-@pytest.mark.parametrize("shape", [(1048576, 3), (1048576, 6), (262144, 13), (49152, 77), (24576, 197)], ids=str)
+@pytest.mark.parametrize("shape", [(1048576, 3), (1048576, 6), (262144, 13), (49152, 77), (24576, 197),
+                                   (8388608, 3), (2097152, 13), (262144, 77), (131072, 197)], ids=str)
 def test_packed_columns_block_shapes(monkeypatch, dtype, shape):
     clear_column_knobs(monkeypatch)
     x = make_input(shape, dtype, "cuda")
-    rounds = [a[-1] for a in launches_of(cuda_kernels_run(lambda: reduce_ops.sum(x, 0)), "reduce_cols_kernel")]
-    assert rounds == ["16"], rounds
+    rounds = packed_launches(cuda_kernels_run(lambda: reduce_ops.sum(x, 0)))
+    assert rounds == (["small"] if x.numel() * x.element_size() < 32 << 20 else ["16"]), rounds
     check_sum(x, 0)
     check_amax(x, 0)
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
@@ -1874,21 +1877,22 @@ def packed_launches(names):
     return out
 
 
-# The packed kernel's round, 16 rows of packs a thread from 3 MiB of input (reduce.cu's
-# kPackedMinBytes), 4 under it (reduce_cols_packed_small_kernel): 77 columns of 4 or 8 rows a
-# group (float32, 16-bit) on either side of it by one group, whose row groups' wide view
-# (2552-2553 rows) is past reduce_cols_few_kernel's 2048, so that the packed kernel takes them on
-# both sides, never the row groups' three launches (fold_row_groups_kernel last).
+# The packed kernel's round, 16 rows of packs a thread from 32 MiB of input (reduce.cu's
+# kPackedSmallMaxBytes; 3 MiB until session 121), 4 under it (reduce_cols_packed_small_kernel): 77
+# columns of 4 or 8 rows a group (float32, 16-bit) on either side of it by one group, whose row
+# groups' wide view (27235-27236 rows) is past reduce_cols_few_kernel's 2048, so that the packed
+# kernel takes them on both sides, never the row groups' three launches (fold_row_groups_kernel
+# last).
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=dtype_id)
 @pytest.mark.parametrize("above", [False, True])
-def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
+def test_packed_columns_from_32_mib(monkeypatch, dtype, above):
     clear_column_knobs(monkeypatch)
     itemsize = torch.empty((), dtype=dtype).element_size()
     groups = 16 // itemsize
     row_bytes = 77 * itemsize * groups
-    rows = ((3 << 20) // row_bytes + (1 if above else 0)) * groups
-    assert (rows * 77 * itemsize >= 3 << 20) == above
+    rows = ((32 << 20) // row_bytes + (1 if above else 0)) * groups
+    assert (rows * 77 * itemsize >= 32 << 20) == above
     x = make_input((rows, 77), dtype, "cuda")
     names = cuda_kernels_run(lambda: reduce_ops.sum(x, 0))
     rounds = packed_launches(names)
@@ -1902,7 +1906,7 @@ def test_packed_columns_from_3_mb(monkeypatch, dtype, above):
 # reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB for sums and 6 MiB for amaxes
 # (197 columns of 5320 float32 rows and 10640 16-bit ones, 4 MiB or less, against a group more;
 # 7984 and 15968 rows, 6 MiB or less, against a group more: past the bound, the packed kernel's
-# 16 rows of packs); past the reach the packed kernel takes them at any size, under 3 MiB on
+# 16 rows of packs); past the reach the packed kernel takes them at any size, under 32 MiB on
 # its short rounds (reduce_cols_packed_small_kernel, 4 rows of packs a round): 13 columns of
 # 16384 float32 rows (0.8 MiB, 4096 wide rows) and of 16388 (a last partial round), 3 columns of
 # 16384 (192 KiB), a middle dim of 2, 50 and 6 16-bit columns (groups of 4). Each as torch's, NaN
@@ -1936,7 +1940,7 @@ def test_row_groups_follow_their_launches(monkeypatch, dtype, shape, dim, sum_ro
     check_sum(x, dim)
 
 
-# The packed kernel's short rounds under 3 MiB (reduce.cu's launch_cols_packed_small, forced with
+# The packed kernel's short rounds under 32 MiB (reduce.cu's launch_cols_packed_small, forced with
 # REDUCE_OPS_COLS_PACKED=on): one barrier, then a group of lanes a column folds its values and a
 # butterfly joins the lanes. 32 lanes a column (3 float32 columns, 64 rows of threads; 6 bfloat16
 # columns: 32 for sums, 16 for amaxes, whose partials pad to 8), 8 with a last partial round (13
@@ -1955,7 +1959,7 @@ def test_packed_small_kernel(monkeypatch, dtype, shape, dim):
     clear_column_knobs(monkeypatch)
     monkeypatch.setenv("REDUCE_OPS_COLS_PACKED", "on")
     x = make_input(shape, dtype, "cuda")
-    assert x.numel() * x.element_size() < 3 << 20
+    assert x.numel() * x.element_size() < 32 << 20
     for op in (reduce_ops.sum, reduce_ops.amax):
         names = cuda_kernels_run(lambda: op(x, dim))
         assert packed_launches(names) == ["small"], names
@@ -1969,6 +1973,29 @@ def test_packed_small_kernel(monkeypatch, dtype, shape, dim):
     out = check_amax(x, dim)
     assert torch.isnan(out[..., 0]).all() and (out[..., 1] == float("inf")).all()
     check_sum(x, dim)
+
+
+# The small packed kernel's partials are folded a warp a 16-byte word of columns where they are at
+# most 3 words (reduce.cu's kFoldFewWords; a block a word otherwise, as for every other caller
+# under 2 words an SM): float32 columns of 3, 7 and 9 (4, 8 and 12 padded partials: 1-3 words),
+# against 13 float32 and 14 bfloat16 (16 padded float32 partials: 4 words), each in 16-94
+# segments (up to 128 for a warp's loads). The fold kernel's third template argument is its
+# threads a word.
+@requires_cuda
+@pytest.mark.parametrize("dtype,shape,threads", [
+    (torch.float32, (16384, 3), "32"), (torch.float32, (20000, 7), "32"), (torch.float32, (24000, 9), "32"),
+    (torch.float32, (16384, 13), "256"), (torch.bfloat16, (16384, 14), "256")], ids=str)
+def test_packed_small_partials_fold_a_warp_a_word_up_to_3_words(monkeypatch, dtype, shape, threads):
+    clear_column_knobs(monkeypatch)
+    x = make_input(shape, dtype, "cuda")
+    for op in (reduce_ops.sum, reduce_ops.amax):
+        names = cuda_kernels_run(lambda: op(x, 0))
+        assert packed_launches(names) == ["small"], names
+        folds = [a[2] for a in launches_of(names, "fold_partial_words_kernel")]
+        assert folds == [threads], names
+    check_sum(x, 0)
+    check_amax(x, 0)
+    assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))
 
 
 # Under 256 KB (reduce.cu's kRowGroupsMinBytes) row groups are taken where the reduced dim is

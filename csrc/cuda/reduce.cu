@@ -652,12 +652,22 @@ struct ColsPlan {
 // over dim 0, bfloat16 16384 x 4096 (33 segments, 1024 words) 36.17 -> 34.55, 4096 x 32768 (4
 // segments, 8192 words) 74.16 -> 66.53; float32 16384 x 4096 68.65 -> 64.27; but packed columns
 // of few words lost (float32 32768 x 197, 99 words: 8.16 -> 9.93; 16384 x 197 6.60 -> 8.36):
-// 13 blocks of 8 warps against 99 blocks.
+// 13 blocks of 8 warps against 99 blocks. `few_words_a_warp` (the small packed kernel's partials,
+// launch_cols_packed_small) takes a warp a word also for up to kFoldFewWords words: one block of
+// 256 threads against 1-3 blocks, its 7-5 idle warps done at once. H200, CUDA graph, us, a block
+// a word -> a warp (h200_study/session121.txt, call 1, out of sample): float32 sums 16384 x 3 (1
+// word) 3.90 -> 3.66, 24000 x 9 (3) 4.28 -> 4.20, amaxes 40000 x 3 3.82 -> 3.63, 20000 x 7 (2) 3.92
+// -> 3.76; bfloat16 131072 x 6 (2) sum 4.16 -> 4.00, amax 4.38 -> 4.19; 50000 x 11 (3) even; 4-5
+// words even, 8 slower (float32 amax 12000 x 29 4.19 -> 4.42; session 120, call 4: 1.03-1.05x
+// slower at 15-25 words).
+constexpr int64_t kFoldFewWords = 3;
+
 template <typename Out, typename R>
 void launch_fold_partial_words(const typename R::Acc* partial, Out* out, int64_t splits, int64_t width, int cols,
-                               int padded, int64_t items, const R& r, cudaStream_t stream) {
+                               int padded, int64_t items, const R& r, cudaStream_t stream,
+                               bool few_words_a_warp = false) {
   constexpr int kThreads = 256;
-  if (splits <= 4 * kWarpSize && items >= 2 * sm_count()) {
+  if (splits <= 4 * kWarpSize && (items >= 2 * sm_count() || (few_words_a_warp && items <= kFoldFewWords))) {
     launch_dependent(fold_partial_words_kernel<Out, R, kWarpSize, kThreads>,
                      grid_for(ceil_div(items, int64_t{kThreads / kWarpSize})), dim3(kThreads), 0, stream, partial, out,
                      splits, width, cols, padded, items, r);
@@ -1074,10 +1084,10 @@ constexpr int64_t kPackedAutoPacks = 256;
 // column kernel, its partials' fold (fold_partial_words_kernel), then fold_row_groups_kernel.
 // Groups of 2- and 4-byte types of at most kPackedAutoPacks packs (those the packed kernel takes
 // automatically) then follow the launches: in the few kernel's reach they stay on row groups up
-// to kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes (past the packed kernel's
-// kPackedMinBytes; row_groups_keep_two_launches), and past the reach they take the
-// packed kernel at any size, under kPackedMinBytes on rounds of kColsRound rows of packs a thread
-// (launch_cols_packed: more segments) rather than kPackedRound. H200, CUDA graph, us, the rule
+// to kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes (row_groups_keep_two_launches), and
+// past the reach they take the packed kernel at any size, under kPackedSmallMaxBytes (3 MiB until
+// session 121) on rounds of kColsRound rows of packs a thread (launch_cols_packed: more segments)
+// rather than kPackedRound. H200, CUDA graph, us, the rule
 // before -> after (torch.compile; h200_study/session118.txt, call 3): three launches -> packed on
 // rounds of 4, float32 sums over dim 0 16384 x 13 (0.85 MB) 6.06 -> 4.88 (3.71), 32768 x 13 6.31
 // -> 5.15 (4.02), amax 16384 x 13 5.34 -> 4.34 (3.80); bfloat16 16384 x 50 sum 6.01 -> 4.82
@@ -1094,10 +1104,11 @@ constexpr int64_t kPackedAutoPacks = 256;
 // 6.15 -> 5.16, 8000 x 187 6.48 -> 6.16, 7984 x 197 6.54 -> 6.37; bfloat16 13000 x 181 6.30 ->
 // 5.85, 15968 x 197 6.62 -> 6.54 (torch.compile still 0.82-0.95x of ours there). Sums keep 4 MiB:
 // in call 1 float32 went 0.86-1.08x at 4.3-5.5 MB (8192 x 151 5.80 -> 6.27), 16-bit all slower.
-// Under kPackedMinBytes the few kernel's two launches beat the packed kernel on either round
+// Under 3 MiB the few kernel's two launches beat the packed kernel on either round
 // (float32 8192 x 13 sum 4.20, 4.88 on 16 rows of packs, 4.73 on 4; 3000 x 197 4.49, 5.82, 5.32;
-// bfloat16 8192 x 50 4.12, 5.23, 4.52). From kPackedMinBytes the round of 4 was mixed (bfloat16
-// 22528 x 77 5.59 -> 5.41, float32 65536 x 13 5.55 -> 5.74) and the round stays kPackedRound.
+// bfloat16 8192 x 50 4.12, 5.23, 4.52). From 3 MiB reduce_cols_kernel's round of 4 was mixed
+// (bfloat16 22528 x 77 5.59 -> 5.41, float32 65536 x 13 5.55 -> 5.74); the small kernel's is not
+// (kPackedSmallMaxBytes).
 constexpr int64_t kRowGroupsFewMaxBytes = int64_t{4} << 20;
 constexpr int64_t kRowGroupsFewMaxMaxBytes = int64_t{6} << 20;
 // Whether the (reduced / groups, groups * cols) view of row groups is in reduce_cols_few_kernel's
@@ -1232,7 +1243,7 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // programmatic dependent of the first): no finished partials, so a compensated sum stays
 // compensated to the end. Needs x on 16 bytes, dense rows,
 // outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
-// types from kPackedMinBytes (3 MB since session 77; past 3.5 MB, 6 MB and 192 MB before; since
+// types from 3 MB (since session 77; past 3.5 MB, 6 MB and 192 MB before; since
 // session 118 at any size where row groups would take three launches, and past
 // kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes, where they take two:
 // kRowGroupsFewMaxBytes' comment) and
@@ -1279,7 +1290,6 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // but lost in graphs more often than not (bfloat16 sums 13624 x 77 and 16384 x 77 4.83 -> 5.20 and
 // 5.06 -> 5.28, float32 2800 x 197 5.33 -> 5.69, amax 8192 x 77 4.91 -> 5.95), and under 2 MB
 // (call 6) mostly both, but on narrow groups (float32 16384 x 13, 0.9 MB: 6.62 -> 5.02).
-constexpr int64_t kPackedMinBytes = int64_t{3} << 20;
 constexpr int kPackedRound = 4 * kColsRound;
 constexpr int kPackedMinThreads = 128;
 constexpr int64_t kPackedBlocksPerSM = 4;
@@ -1314,6 +1324,22 @@ std::optional<ColsLaunch> packed_block(Kernel kernel, int64_t packs) {
 // bfloat16 131072 x 6 sum 4.80 -> 4.11 (4.10), 40000 x 18 4.75 -> 4.23 (3.98); float16 60000 x 10
 // sum 4.66 -> 4.07 (3.95): all 28 cases 0.82-0.97x of the old time. Blocks of at least 64 or 32
 // threads (more, smaller blocks) were within 5% either way (call 2).
+//
+// Past the few kernel's reach it takes the packed launches under kPackedSmallMaxBytes (3 MiB until
+// session 121), where the kPackedRound kernel's longer rounds no longer pay for its prologue and
+// fold. H200, CUDA graph, us, kPackedRound -> this kernel (torch.compile), unaligned columns over
+// dim 0 (h200_study/session121.txt, calls 1-2): float32 sums 65536 x 13 (3.4 MB) 5.47 -> 5.03
+// (4.51), 100000 x 11 6.17 -> 5.50 (4.91), 20000 x 77 6.43 -> 5.84 (5.40), 65536 x 77 (20 MB) 9.77
+// -> 8.98 (9.03), amaxes 65536 x 13 6.18 -> 4.77 (4.70), 16384 x 197 7.80 -> 7.17 (7.24); bfloat16
+// sums 262144 x 6 5.66 -> 4.67 (5.26), 131072 x 14 5.71 -> 4.87 (4.86), 65536 x 77 6.95 -> 6.49
+// (7.25), amaxes 262144 x 6 6.45 -> 4.86 (5.35), 65536 x 50 6.84 -> 6.06 (6.45); float16 amax
+// 131072 x 14 6.46 -> 5.06 (5.15): 3-26 MB, 0.75-1.01x of the time but for bfloat16 sums of 197
+// columns (32768 x 197 7.52 -> 7.78, 65536 x 197 10.39 -> 10.76; float16 32768 x 197 7.99 ->
+// 7.77). Past 32 MiB within 4% either way (float32 1048576 x 13 sum 17.18 -> 16.83, 4194304 x 11
+// 45.79 -> 46.27; bfloat16 4194304 x 6 16.21 -> 15.52, 1048576 x 50 28.33 -> 29.13, 262144 x 197
+// 28.37 -> 28.93), where the kPackedRound kernel stays.
+constexpr int64_t kPackedSmallMaxBytes = int64_t{32} << 20;
+
 template <typename In, typename Out, typename R>
 bool launch_cols_packed_small(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, int64_t groups,
                               int64_t packs, const R& r, cudaStream_t stream) {
@@ -1346,7 +1372,7 @@ bool launch_cols_packed_small(const at::Tensor& xt, const ReduceGeometry& g, con
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   launch_fold_partial_words<Out>(static_cast<const Acc*>(partials), out_t.mutable_data_ptr<Out>(), a.splits,
                                  g.outer * padded, static_cast<int>(g.inner), static_cast<int>(padded),
-                                 g.outer * (padded / kW), r, stream);
+                                 g.outer * (padded / kW), r, stream, /*few_words_a_warp=*/true);
   return true;
 }
 
@@ -1369,9 +1395,8 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
     return false;
   }
-  // Rounds of kColsRound rows of packs under kPackedMinBytes past the few kernel's reach: four
-  // times the segments, one block an SM or more where kPackedRound left 16-32 blocks in all.
-  if (bytes < kPackedMinBytes && !few_reach &&
+  // The small kernel under kPackedSmallMaxBytes past the few kernel's reach.
+  if (bytes < kPackedSmallMaxBytes && !few_reach &&
       launch_cols_packed_small<In, Out>(xt, g, out_t, groups, packs, r, stream)) {
     return true;
   }

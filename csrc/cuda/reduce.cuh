@@ -36,7 +36,7 @@
 //                             many segments, by a second launch. With kPackedRound, columns
 //                             that are not whole packs as rows of `groups` rows that are, the
 //                             groups folded by each block before its partial goes out, the
-//                             partials by a second launch; under 3 MB on
+//                             partials by a second launch; under 32 MiB on
 //   reduce_cols_packed_small_kernel  the same view with 32-bit indices, a work item a block and
 //                             one barrier to fold (groups of lanes a column, then a butterfly).
 //   fold_partial_words_kernel the partials of the packed kernel and of split column launches of
@@ -1655,7 +1655,7 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
   }
 }
 
-// Packed row groups under kPackedMinBytes (reduce.cu's launch_cols_packed, its short rounds):
+// Packed row groups under kPackedSmallMaxBytes (reduce.cu's launch_cols_packed, its short rounds):
 // reduce_cols_kernel<..., kPackedRound>'s view and block, without its prologue and fold tree.
 // The input is under 2^31 elements, so indices are 32-bit; a block takes one work item (segment
 // blockIdx.x of outer index blockIdx.y), so there is no item loop; its rows of threads load rounds
