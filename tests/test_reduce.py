@@ -1977,22 +1977,24 @@ def test_packed_small_kernel(monkeypatch, dtype, shape, dim):
 
 # The small packed kernel's partials are folded a warp a 16-byte word of columns where they are at
 # most 3 words (reduce.cu's kFoldFewWords; a block a word otherwise, as for every other caller
-# under 2 words an SM): float32 columns of 3, 7 and 9 (4, 8 and 12 padded partials: 1-3 words),
-# against 13 float32 and 14 bfloat16 (16 padded float32 partials: 4 words), each in 16-94
-# segments (up to 128 for a warp's loads). The fold kernel's third template argument is its
-# threads a word.
+# under 2 words an SM). A word holds 2 partials of a compensated float32 sum and 4 floats
+# otherwise (amaxes, 16-bit sums): float32 columns of 3 (sum 2 words, amax 1), 5 (3 and 2), 7 (4
+# and 2), 9 (5 and 3) and 13 (7 and 4), bfloat16 ones of 6 (2) and 14 (4), each in 16-94 segments
+# (up to 128 for a warp's loads). The fold kernel's third template argument is its threads a word.
 @requires_cuda
-@pytest.mark.parametrize("dtype,shape,threads", [
-    (torch.float32, (16384, 3), "32"), (torch.float32, (20000, 7), "32"), (torch.float32, (24000, 9), "32"),
-    (torch.float32, (16384, 13), "256"), (torch.bfloat16, (16384, 14), "256")], ids=str)
-def test_packed_small_partials_fold_a_warp_a_word_up_to_3_words(monkeypatch, dtype, shape, threads):
+@pytest.mark.parametrize("dtype,shape", [
+    (torch.float32, (16384, 3)), (torch.float32, (20000, 5)), (torch.float32, (20000, 7)),
+    (torch.float32, (24000, 9)), (torch.float32, (16384, 13)), (torch.bfloat16, (65536, 6)),
+    (torch.bfloat16, (16384, 14))], ids=str)
+def test_packed_small_partials_fold_a_warp_a_word_up_to_3_words(monkeypatch, dtype, shape):
     clear_column_knobs(monkeypatch)
     x = make_input(shape, dtype, "cuda")
-    for op in (reduce_ops.sum, reduce_ops.amax):
+    for op, per_word in ((reduce_ops.sum, 2 if dtype == torch.float32 else 4), (reduce_ops.amax, 4)):
         names = cuda_kernels_run(lambda: op(x, 0))
         assert packed_launches(names) == ["small"], names
+        words = -(-shape[1] // per_word)
         folds = [a[2] for a in launches_of(names, "fold_partial_words_kernel")]
-        assert folds == [threads], names
+        assert folds == (["32"] if words <= 3 else ["256"]), (words, names)
     check_sum(x, 0)
     check_amax(x, 0)
     assert_same_bits(reduce_ops.sum(x, 0), reduce_ops.sum(x, 0))

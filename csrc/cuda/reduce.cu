@@ -653,13 +653,16 @@ struct ColsPlan {
 // segments, 8192 words) 74.16 -> 66.53; float32 16384 x 4096 68.65 -> 64.27; but packed columns
 // of few words lost (float32 32768 x 197, 99 words: 8.16 -> 9.93; 16384 x 197 6.60 -> 8.36):
 // 13 blocks of 8 warps against 99 blocks. `few_words_a_warp` (the small packed kernel's partials,
-// launch_cols_packed_small) takes a warp a word also for up to kFoldFewWords words: one block of
-// 256 threads against 1-3 blocks, its 7-5 idle warps done at once. H200, CUDA graph, us, a block
-// a word -> a warp (h200_study/session121.txt, call 1, out of sample): float32 sums 16384 x 3 (1
-// word) 3.90 -> 3.66, 24000 x 9 (3) 4.28 -> 4.20, amaxes 40000 x 3 3.82 -> 3.63, 20000 x 7 (2) 3.92
-// -> 3.76; bfloat16 131072 x 6 (2) sum 4.16 -> 4.00, amax 4.38 -> 4.19; 50000 x 11 (3) even; 4-5
-// words even, 8 slower (float32 amax 12000 x 29 4.19 -> 4.42; session 120, call 4: 1.03-1.05x
-// slower at 15-25 words).
+// launch_cols_packed_small) takes a warp a word also for up to kFoldFewWords words (a word holds 2
+// compensated float32 sums' partials, 4 floats otherwise): one block of 256 threads against 1-3
+// blocks. H200, CUDA graph, us, a block a word -> a warp (h200_study/session121.txt): call 1,
+// float32 sums 16384 x 3 (2 words) 3.90 -> 3.66, 40000 x 3 (2) 3.99 -> 3.95, amaxes 40000 x 3 (1)
+// 3.82 -> 3.63, 20000 x 7 (2) 3.92 -> 3.76, 24000 x 9 (3) 4.04 -> 3.88, 50000 x 11 (3) even;
+// bfloat16 131072 x 6 (2) sum 4.16 -> 4.00, amax 4.38 -> 4.19; 4-6 words even or 0.98-0.99x
+// (float32 sums of 7, 9 and 11 columns), 8 slower (float32 amax 12000 x 29 4.19 -> 4.42; session
+// 120, call 4: 1.03-1.05x slower at 15-25 words). Out of sample (call 3, the rule built): float32
+// 30000 x 5 sum (3 words) 4.37 -> 4.05, amax (2) 3.96 -> 3.65; bfloat16 100000 x 3 (1) sum 4.33 ->
+// 4.15, amax 4.34 -> 3.99.
 constexpr int64_t kFoldFewWords = 3;
 
 template <typename Out, typename R>
