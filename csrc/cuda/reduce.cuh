@@ -1441,6 +1441,26 @@ __global__ void __launch_bounds__(kBx * kBy) reduce_cols_few_kernel(const In* __
 template <typename R, typename In, int kVec>
 constexpr int kColumnWords = kPackedMax<R, In, kVec> ? kVec / 2 : 1;
 
+// A column thread's state before its rows: acc at the reducer's identity and, for a 16-bit max,
+// the words at the identity word.
+template <typename In, int kVec, typename R, int kWords>
+__device__ __forceinline__ void start_columns(typename R::Acc (&acc)[kVec], uint32_t (&m)[kWords], const R& r) {
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
+#pragma unroll
+  for (int k = 0; k < kWords; ++k) m[k] = identity_word<In>(r);
+}
+
+// A column thread's state after its rows: a 16-bit max's words widened into acc; acc as it is
+// otherwise.
+template <typename In, int kVec, typename R, int kWords>
+__device__ __forceinline__ void finish_columns(typename R::Acc (&acc)[kVec], const uint32_t (&m)[kWords]) {
+  if constexpr (kPackedMax<R, In, kVec>) {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) acc[k] = widen_element<In, typename R::Value>(m, k);
+  }
+}
+
 // Four rows of a thread's kVec columns into its state: each column's 4 values pairwise, then one
 // step of the reducer. A compensated sum pays its error-free addition once per 4 rows (as the row
 // kernels once per pack), which took bfloat16's column sums off the ALU bound.
@@ -1570,14 +1590,10 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
     const int64_t i = tile * tile_cols + threadIdx.x * kVec;
     const bool in_range = i < a.inner;
     const int64_t r0 = seg * a.chunk, r1 = (a.reduced - r0 < a.chunk) ? a.reduced : r0 + a.chunk;
-    Acc acc[kVec];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
     // A 16-bit max runs on the packs' words (kPackedMax), widened into acc after the rows.
-    constexpr bool kPacked = kPackedMax<R, In, kVec>;
+    Acc acc[kVec];
     uint32_t m[kColumnWords<R, In, kVec>];
-#pragma unroll
-    for (int k = 0; k < kColumnWords<R, In, kVec>; ++k) m[k] = identity_word<In>(r);
+    start_columns<In, kVec>(acc, m, r);
     if (in_range) {
       using P = Pack<In, kVec>;
       const In* base = x + o * a.outer_stride + i * a.inner_stride;
@@ -1635,10 +1651,7 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
         }
       }
     }
-    if constexpr (kPacked) {
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) acc[k] = widen_element<In, V>(m, k);
-    }
+    finish_columns<In, kVec, R>(acc, m);
     if constexpr (kPackedRound > 0) {
       fold_packed<Out>(acc, a, scratch, seg, o, i, in_range, smem, out, r);
       continue;
@@ -1692,11 +1705,8 @@ __global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typena
   const In* src = x + (o * a.outer_stride + row * wide + threadIdx.x * kVec);
   const int step = by * wide;
   Acc acc[kVec];
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) acc[k] = R::identity();
   uint32_t m[kColumnWords<R, In, kVec>];
-#pragma unroll
-  for (int k = 0; k < kColumnWords<R, In, kVec>; ++k) m[k] = identity_word<In>(r);
+  start_columns<In, kVec>(acc, m, r);
   for (; row + 3 * by < r1; row += 4 * by, src += 4 * step) {
     P v[4];
 #pragma unroll
@@ -1712,10 +1722,7 @@ __global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typena
       if (row + u * by < r1) add_one_row(acc, m, v[u], r);
     }
   }
-  if constexpr (kPackedMax<R, In, kVec>) {
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) acc[k] = widen_element<In, typename R::Value>(m, k);
-  }
+  finish_columns<In, kVec, R>(acc, m);
 #pragma unroll
   for (int k = 0; k < kVec; ++k) smem[t * kVec + k] = acc[k];
   __syncthreads();
