@@ -1903,22 +1903,24 @@ def test_packed_columns_from_32_mib(monkeypatch, dtype, above):
 
 # Row groups of at most 256 packs (2- and 4-byte types) follow their launches (reduce.cu's
 # row_groups_keep_two_launches): where their wide view (rows / groups) is in reduce_cols_few_kernel's
-# reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB for sums and 6 MiB for amaxes
-# (197 columns of 5320 float32 rows and 10640 16-bit ones, 4 MiB or less, against a group more;
-# 7984 and 15968 rows, 6 MiB or less, against a group more: past the bound, the packed kernel's
-# 16 rows of packs); past the reach the packed kernel takes them at any size, under 32 MiB on
-# its short rounds (reduce_cols_packed_small_kernel, 4 rows of packs a round): 13 columns of
-# 16384 float32 rows (0.8 MiB, 4096 wide rows) and of 16388 (a last partial round), 3 columns of
+# reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB for float32 sums and 3.5 MiB
+# for amaxes and 16-bit sums, and past the bound the packed kernel takes them, on 16 rows of packs
+# for float32 sums and on its short rounds (reduce_cols_packed_small_kernel, 4 rows of packs a
+# round) for the others (kPackedSmallInFewReach): 197 columns of 4656 float32 rows and 9312
+# 16-bit ones (3.5 MiB or less) against a group more; 5320 float32 rows (4 MiB or less) against a
+# group more; 7988 float32 rows and 15976 16-bit ones (6.3 MB, 1997 rows of the wide view). Past
+# the reach the packed kernel takes them at any size, under 32 MiB on its short rounds: 13 columns
+# of 16384 float32 rows (0.8 MiB, 4096 wide rows) and of 16388 (a last partial round), 3 columns of
 # 16384 (192 KiB), a middle dim of 2, 50 and 6 16-bit columns (groups of 4). Each as torch's, NaN
 # in the first and last rows, the same bits on every call.
 @requires_cuda
 @pytest.mark.parametrize("dtype,shape,dim,sum_rounds,amax_rounds", [
-    (torch.float32, (5320, 197), 0, [], []), (torch.float32, (5324, 197), 0, ["16"], []),
-    (torch.float32, (7984, 197), 0, ["16"], []), (torch.float32, (7988, 197), 0, ["16"], ["16"]),
-    (torch.float32, (4096, 197), 0, [], []), (torch.bfloat16, (10640, 197), 0, [], []),
-    (torch.bfloat16, (10648, 197), 0, ["16"], []), (torch.bfloat16, (15968, 197), 0, ["16"], []),
-    (torch.bfloat16, (15976, 197), 0, ["16"], ["16"]), (torch.float16, (10640, 197), 0, [], []),
-    (torch.float16, (15976, 197), 0, ["16"], ["16"]),
+    (torch.float32, (4096, 197), 0, [], []), (torch.float32, (4656, 197), 0, [], []),
+    (torch.float32, (4660, 197), 0, [], ["small"]), (torch.float32, (5320, 197), 0, [], ["small"]),
+    (torch.float32, (5324, 197), 0, ["16"], ["small"]), (torch.float32, (7988, 197), 0, ["16"], ["small"]),
+    (torch.bfloat16, (9312, 197), 0, [], []), (torch.bfloat16, (9320, 197), 0, ["small"], ["small"]),
+    (torch.bfloat16, (15976, 197), 0, ["small"], ["small"]), (torch.float16, (9312, 197), 0, [], []),
+    (torch.float16, (9320, 197), 0, ["small"], ["small"]), (torch.float16, (15976, 197), 0, ["small"], ["small"]),
     (torch.float32, (16384, 13), 0, ["small"], ["small"]), (torch.float32, (16388, 13), 0, ["small"], ["small"]),
     (torch.float32, (16384, 3), 0, ["small"], ["small"]), (torch.float32, (2, 16384, 13), 1, ["small"], ["small"]),
     (torch.bfloat16, (16384, 50), 0, ["small"], ["small"]), (torch.float16, (16384, 50), 0, ["small"], ["small"]),

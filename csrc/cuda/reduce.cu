@@ -1087,8 +1087,9 @@ constexpr int64_t kPackedAutoPacks = 256;
 // column kernel, its partials' fold (fold_partial_words_kernel), then fold_row_groups_kernel.
 // Groups of 2- and 4-byte types of at most kPackedAutoPacks packs (those the packed kernel takes
 // automatically) then follow the launches: in the few kernel's reach they stay on row groups up
-// to kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes (row_groups_keep_two_launches), and
-// past the reach they take the packed kernel at any size, under kPackedSmallMaxBytes (3 MiB until
+// to kRowGroupsFewMaxBytes, amaxes and 16-bit sums kRowGroupsFewSmallMaxBytes
+// (row_groups_keep_two_launches, kPackedSmallInFewReach), and past the reach they take the
+// packed kernel at any size, under kPackedSmallMaxBytes (3 MiB until
 // session 121) on rounds of kColsRound rows of packs a thread (launch_cols_packed: more segments)
 // rather than kPackedRound. H200, CUDA graph, us, the rule
 // before -> after (torch.compile; h200_study/session118.txt, call 3): three launches -> packed on
@@ -1098,8 +1099,8 @@ constexpr int64_t kPackedAutoPacks = 256;
 // MB) sum 5.40 -> 4.90 (4.41), amax 6.09 -> 4.64 (4.53), bfloat16 8192 x 197 sum 5.46 -> 4.82
 // (4.89), amax 6.18 -> 4.74 (5.02). Past 4 MiB the row groups lost the sums (float32 6144 x 197,
 // 4.7 MB: 5.75 -> 5.88, 8192 x 197 6.17 -> 6.77; bfloat16 12288 x 197 5.88 -> 5.95) and won the
-// amaxes (float32 6144 x 197 6.36 -> 5.66, bfloat16 12288 x 197 6.43 -> 5.83), which since session
-// 119 keep row groups to kRowGroupsFewMaxMaxBytes (h200_study/session119.txt, call 1), packed ->
+// amaxes (float32 6144 x 197 6.36 -> 5.66, bfloat16 12288 x 197 6.43 -> 5.83), which in sessions
+// 119-121 kept row groups to 6 MiB (h200_study/session119.txt, call 1), packed ->
 // row groups: float32 5500 x 197 (4.3 MB) 6.18 -> 5.21, 7000 x 197 6.41 -> 5.95, 8192 x 151 6.31
 // -> 5.99, 5000 x 255 6.37 -> 5.61; bfloat16 14000 x 197 6.49 -> 6.17, 16384 x 151 6.38 -> 6.19;
 // past 6.3 MB even or slower (float32 8192 x 233 6.76 -> 6.93, bfloat16 16384 x 233 6.85 -> 7.13).
@@ -1113,7 +1114,37 @@ constexpr int64_t kPackedAutoPacks = 256;
 // (bfloat16 22528 x 77 5.59 -> 5.41, float32 65536 x 13 5.55 -> 5.74); the small kernel's is not
 // (kPackedSmallMaxBytes).
 constexpr int64_t kRowGroupsFewMaxBytes = int64_t{4} << 20;
-constexpr int64_t kRowGroupsFewMaxMaxBytes = int64_t{6} << 20;
+constexpr int64_t kRowGroupsFewSmallMaxBytes = int64_t{7} << 19;  // 3.5 MiB
+
+// Whether R is an amax: the column rules below set some bounds apart for amaxes and sums.
+template <typename R>
+constexpr bool kIsMax = std::is_same_v<R, PlainReducer<MaxOp<typename R::Value>>>;
+
+// Whether reduce_cols_packed_small_kernel takes packed launches in reduce_cols_few_kernel's reach
+// too: amaxes and 16-bit sums, whose row groups there keep their two launches only to
+// kRowGroupsFewSmallMaxBytes (6 MiB for amaxes and 4 MiB for sums before session 122); float32
+// sums keep the kPackedRound kernel there past kRowGroupsFewMaxBytes (launch_cols_packed). H200,
+// CUDA graph, us, over dim 0 (h200_study/session122.txt): kPackedRound -> the small kernel
+// (torch.compile), call 1: float32 amaxes 8192 x 197 (6.5 MB) 6.63 -> 5.73 (5.47), 8192 x 233 6.80
+// -> 6.02 (5.77); bfloat16 sums 12288 x 197 5.83 -> 5.48 (5.50), 16384 x 151 5.92 -> 5.54 (5.57),
+// 13000 x 181 5.83 -> 5.45 (5.54), amax 16384 x 233 6.90 -> 6.18 (6.69); but float32 sums
+// 0.97-1.05x (8192 x 197 6.11 -> 6.36, 8192 x 233 6.39 -> 6.69), whose compensated partials are
+// twice as wide. Out of sample (call 2, the rule built): float32 amaxes 8000 x 211 6.57 -> 5.68
+// (5.52), 7500 x 255 6.84 -> 5.95 (5.70); bfloat16 sums 16000 x 171 6.03 -> 5.64 (5.67), 16384 x
+// 255 6.74 -> 6.53 (6.72), amax 15000 x 241 6.75 -> 5.91 (6.51); float16 sum 14000 x 181 5.81 ->
+// 5.55 (5.65), amax 16384 x 233 6.84 -> 6.10 (6.61): all 15 changed cases 0.86-0.97x. Two launches
+// of row groups -> the small kernel (call 3): float32 amaxes 5000 x 211 (4.2 MB) 5.23 -> 4.89
+// (4.76), 7984 x 197 6.35 -> 5.60 (5.36), 8192 x 151 5.88 -> 5.17 (5.03); bfloat16 amaxes 12288 x
+// 197 (4.8 MB) 5.77 -> 5.36 (5.58), 16384 x 151 6.24 -> 5.39 (5.63), sums 10000 x 199 (4.0 MB) 5.48
+// -> 5.15 (5.20), 12000 x 163 5.63 -> 5.11 (5.12); float16 amax 14000 x 181 6.01 -> 5.44 (5.69):
+// 0.86-0.96x from 3.7 MiB, but at 3.05 MiB and under the row groups won (float32 amax 4096 x 197
+// 4.55 -> 4.58; bfloat16 8192 x 197 amax 4.62 -> 4.74, sum 4.74 -> 4.80). Call 4 (this rule
+// built): at 3.3-3.5 MiB, under the bound, the small kernel forced was 0.97-1.00x (float32 amax
+// 3600 x 241 4.78 -> 4.66, bfloat16 sum 8960 x 197 5.16 -> 5.06), so the bound is right to about
+// 3% anywhere from 3.05 to 3.5 MiB.
+template <typename In, typename R>
+constexpr bool kPackedSmallInFewReach = sizeof(In) == 2 || kIsMax<R>;
+
 // Whether the (reduced / groups, groups * cols) view of row groups is in reduce_cols_few_kernel's
 // reach by its rows and bytes. launch_cols_few also needs an outer count up to 65535 and its
 // blocks in one wave, not checked here: past them the row groups keep their three launches
@@ -1126,11 +1157,11 @@ bool row_groups_in_few_reach(const ReduceGeometry& g, int64_t groups) {
 // Whether row groups of `packs` packs a group keep their two launches where the packed kernel
 // would otherwise take them (the rule above, in one place for launch_cols_packed and
 // launch_cols_row_groups): 2- and 4-byte types within kPackedAutoPacks packs, the wide view in the
-// few kernel's reach, up to kRowGroupsFewMaxBytes (amaxes kRowGroupsFewMaxMaxBytes).
+// few kernel's reach, up to kRowGroupsFewMaxBytes (float32 sums) or kRowGroupsFewSmallMaxBytes
+// (amaxes and 16-bit sums: kPackedSmallInFewReach).
 template <typename In, typename R>
 bool row_groups_keep_two_launches(const ReduceGeometry& g, int64_t groups, int64_t packs) {
-  using V = typename R::Value;
-  const int64_t most = std::is_same_v<R, PlainReducer<MaxOp<V>>> ? kRowGroupsFewMaxMaxBytes : kRowGroupsFewMaxBytes;
+  const int64_t most = kPackedSmallInFewReach<In, R> ? kRowGroupsFewSmallMaxBytes : kRowGroupsFewMaxBytes;
   return sizeof(In) <= 4 && packs <= kPackedAutoPacks && row_groups_in_few_reach<In>(g, groups) &&
          cols_input_bytes<In>(g) <= most;
 }
@@ -1209,8 +1240,8 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
   const bool wide_float = std::is_same_v<In, float> && group_packs > kPackedAutoPacks &&
                           group_packs <= kRowGroupsSmallFloatMaxPacks;
   const int64_t small_max = !wide_float                                 ? kRowGroupsSmallMaxBytes
-                            : std::is_same_v<R, PlainReducer<MaxOp<V>>> ? kRowGroupsSmallFloatMaxMaxBytes
-                                                                        : kRowGroupsSmallFloatSumMaxBytes;
+                            : kIsMax<R> ? kRowGroupsSmallFloatMaxMaxBytes
+                                        : kRowGroupsSmallFloatSumMaxBytes;
   const bool small = bytes >= kRowGroupsMinBytes || g.reduced > kRowGroupsSmallMinReduced;
   const bool faster = (small && (bytes <= small_max || row_groups_keep_two_launches<In, R>(g, groups, group_packs))) ||
                       bytes >= kRowGroupsLargeBytes ||
@@ -1248,8 +1279,8 @@ bool launch_cols_row_groups(const at::Tensor& xt, const ReduceGeometry& g, const
 // outer slabs on whole packs and `groups` dividing the reduced dim. Automatic for 2- and 4-byte
 // types from 3 MB (since session 77; past 3.5 MB, 6 MB and 192 MB before; since
 // session 118 at any size where row groups would take three launches, and past
-// kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes, where they take two:
-// kRowGroupsFewMaxBytes' comment) and
+// kRowGroupsFewMaxBytes, amaxes and 16-bit sums kRowGroupsFewSmallMaxBytes, where they take
+// two: kRowGroupsFewMaxBytes' comment) and
 // float64 from kRowGroupsLargeBytes, within kPackedAutoPacks packs a row group (257-1024 packs
 // leave one block an SM: few rows in flight). H200, us, the rule before -> packed, eager
 // launches (h200_study/session53_packed_columns.txt, sections 2-3): bfloat16 sums 131072 x 77
@@ -1329,7 +1360,7 @@ std::optional<ColsLaunch> packed_block(Kernel kernel, int64_t packs) {
 // threads (more, smaller blocks) were within 5% either way (call 2).
 //
 // Past the few kernel's reach it takes the packed launches under kPackedSmallMaxBytes (3 MiB until
-// session 121), where the kPackedRound kernel's longer rounds no longer pay for its prologue and
+// session 121), and in it those of amaxes and 16-bit sums (kPackedSmallInFewReach), where the kPackedRound kernel's longer rounds no longer pay for its prologue and
 // fold. H200, CUDA graph, us, kPackedRound -> this kernel (torch.compile), unaligned columns over
 // dim 0 (h200_study/session121.txt, calls 1-2): float32 sums 65536 x 13 (3.4 MB) 5.47 -> 5.03
 // (4.51), 100000 x 11 6.17 -> 5.50 (4.91), 20000 x 77 6.43 -> 5.84 (5.40), 65536 x 77 (20 MB) 9.77
@@ -1389,7 +1420,8 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (groups == 1 || packs > 1024) return false;
   const int64_t bytes = cols_input_bytes<In>(g);
   // Past the few kernel's reach (three launches of row groups) at any size, and in it past
-  // kRowGroupsFewMaxBytes, amaxes kRowGroupsFewMaxMaxBytes (row_groups_keep_two_launches).
+  // kRowGroupsFewMaxBytes, amaxes and 16-bit sums kRowGroupsFewSmallMaxBytes
+  // (row_groups_keep_two_launches).
   const bool few_reach = row_groups_in_few_reach<In>(g, groups);
   const bool faster = packs <= kPackedAutoPacks && (sizeof(In) <= 4
                                                         ? !row_groups_keep_two_launches<In, R>(g, groups, packs)
@@ -1398,8 +1430,9 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
     return false;
   }
-  // The small kernel under kPackedSmallMaxBytes past the few kernel's reach.
-  if (bytes < kPackedSmallMaxBytes && !few_reach &&
+  // The small kernel under kPackedSmallMaxBytes, in the few kernel's reach too for amaxes and
+  // 16-bit sums.
+  if (bytes < kPackedSmallMaxBytes && (!few_reach || kPackedSmallInFewReach<In, R>) &&
       launch_cols_packed_small<In, Out>(xt, g, out_t, groups, packs, r, stream)) {
     return true;
   }
