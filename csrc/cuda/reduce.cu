@@ -1330,15 +1330,20 @@ constexpr int64_t kPackedBlocksPerSM = 4;
 
 // A packed launch's block (launch_cols_packed and its short rounds): a thread a pack across, rows
 // of threads down to kPackedMinThreads threads, within the kernel's registers and 48 KB of the
-// folds' shared memory (a kVec-wide accumulator a thread). Nothing where a row group has more
-// packs than that.
+// folds' shared memory (a kVec-wide accumulator a thread), with that shared memory. Nothing
+// where a row group has more packs than that.
+struct PackedBlock {
+  ColsLaunch l;
+  size_t smem;
+};
+
 template <typename Acc, int64_t kVec, typename Kernel>
-std::optional<ColsLaunch> packed_block(Kernel kernel, int64_t packs) {
+std::optional<PackedBlock> packed_block(Kernel kernel, int64_t packs) {
   const int max_threads = std::min<int>(max_block_threads(kernel), (48 << 10) / (kVec * sizeof(Acc)));
   if (packs > max_threads) return std::nullopt;
   ColsLaunch l{static_cast<int>(packs), 1};
   while (l.bx * l.by < kPackedMinThreads && l.bx * l.by * 2 <= max_threads) l.by *= 2;
-  return l;
+  return PackedBlock{l, static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc)};
 }
 
 // launch_cols_packed's short rounds on reduce_cols_packed_small_kernel: the same block shape and
@@ -1382,13 +1387,13 @@ bool launch_cols_packed_small(const at::Tensor& xt, const ReduceGeometry& g, con
   const int64_t rows = g.reduced / groups, wide = g.inner * groups;
   if (g.outer > 65535 || (g.outer - 1) * g.outer_stride + rows * wide > INT32_MAX) return false;
   const auto kernel = reduce_cols_packed_small_kernel<In, R, kVec>;
-  const std::optional<ColsLaunch> block = packed_block<Acc, kVec>(kernel, packs);
+  const std::optional<PackedBlock> block = packed_block<Acc, kVec>(kernel, packs);
   if (!block) return false;
-  const ColsLaunch l = *block;
+  const ColsLaunch l = block->l;
+  const size_t smem = block->smem;
   ColsArgs a{g.outer, rows, wide, g.outer_stride, wide, 1, 1, rows, 1, 1, 1};
-  const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
   split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kColsRound, kPackedBlocksPerSM);
-  if (a.splits == 1) return false;  // past the few kernel's reach a segment is a few rounds
+  if (a.splits == 1) return false;  // one segment: the kPackedRound kernel, which needs no partials
   constexpr int64_t kW = kPartialsPerWord<Acc>;
   const int64_t padded = ceil_div(g.inner, kW) * kW;
   const int64_t threads = static_cast<int64_t>(l.bx) * l.by, values = l.by * groups;
@@ -1437,14 +1442,14 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
     return true;
   }
   const auto kernel = reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;
-  const std::optional<ColsLaunch> block = packed_block<Acc, kVec>(kernel, packs);
+  const std::optional<PackedBlock> block = packed_block<Acc, kVec>(kernel, packs);
   if (!block) return false;
-  const ColsLaunch l = *block;
+  const ColsLaunch l = block->l;
+  const size_t smem = block->smem;
   const int64_t rows = g.reduced / groups, cols = g.inner * groups;
   ColsArgs a{g.outer, rows, cols, g.outer_stride, cols, 1, 1, rows, 1, 1, 1};
   a.group_cols = g.inner;
   a.row_gap = l.by * a.reduced_stride;
-  const size_t smem = static_cast<size_t>(l.bx) * l.by * kVec * sizeof(Acc);
   split_one_tile(kernel, a, l, smem, static_cast<int64_t>(l.by) * kPackedRound, kPackedBlocksPerSM);
   // With splits > 1, rows of partials (one a segment) of outer x padded values, folded by the
   // second launch.
