@@ -1089,11 +1089,10 @@ constexpr int64_t kPackedAutoPacks = 256;
 // automatically) then follow the launches: in the few kernel's reach they stay on row groups up
 // to kRowGroupsFewMaxBytes, amaxes and 16-bit sums kRowGroupsFewSmallMaxBytes
 // (row_groups_keep_two_launches, kPackedSmallInFewReach), and past the reach they take the
-// packed kernel at any size, under kPackedSmallMaxBytes (3 MiB until
-// session 121) on rounds of kColsRound rows of packs a thread (launch_cols_packed: more segments)
-// rather than kPackedRound. H200, CUDA graph, us, the rule
-// before -> after (torch.compile; h200_study/session118.txt, call 3): three launches -> packed on
-// rounds of 4, float32 sums over dim 0 16384 x 13 (0.85 MB) 6.06 -> 4.88 (3.71), 32768 x 13 6.31
+// packed kernel at any size, under kPackedSmallMaxBytes (3 MiB until session 121) on rounds of
+// kColsRound rows of packs a thread (launch_cols_packed: more segments) rather than kPackedRound.
+// H200, CUDA graph, us, the rule before -> after (torch.compile; h200_study/session118.txt, call
+// 3): three launches -> packed on rounds of 4, float32 sums over dim 0 16384 x 13 (0.85 MB) 6.06 -> 4.88 (3.71), 32768 x 13 6.31
 // -> 5.15 (4.02), amax 16384 x 13 5.34 -> 4.34 (3.80); bfloat16 16384 x 50 sum 6.01 -> 4.82
 // (4.25), amax 5.84 -> 4.74 (4.35); packed -> two launches of row groups, float32 4096 x 197 (3.2
 // MB) sum 5.40 -> 4.90 (4.41), amax 6.09 -> 4.64 (4.53), bfloat16 8192 x 197 sum 5.46 -> 4.82
@@ -1365,8 +1364,8 @@ std::optional<PackedBlock> packed_block(Kernel kernel, int64_t packs) {
 // threads (more, smaller blocks) were within 5% either way (call 2).
 //
 // Past the few kernel's reach it takes the packed launches under kPackedSmallMaxBytes (3 MiB until
-// session 121), and in it those of amaxes and 16-bit sums (kPackedSmallInFewReach), where the kPackedRound kernel's longer rounds no longer pay for its prologue and
-// fold. H200, CUDA graph, us, kPackedRound -> this kernel (torch.compile), unaligned columns over
+// session 121), and in it those of amaxes and 16-bit sums (kPackedSmallInFewReach), where the
+// kPackedRound kernel's longer rounds no longer pay for its prologue and fold. H200, CUDA graph, us, kPackedRound -> this kernel (torch.compile), unaligned columns over
 // dim 0 (h200_study/session121.txt, calls 1-2): float32 sums 65536 x 13 (3.4 MB) 5.47 -> 5.03
 // (4.51), 100000 x 11 6.17 -> 5.50 (4.91), 20000 x 77 6.43 -> 5.84 (5.40), 65536 x 77 (20 MB) 9.77
 // -> 8.98 (9.03), amaxes 65536 x 13 6.18 -> 4.77 (4.70), 16384 x 197 7.80 -> 7.17 (7.24); bfloat16

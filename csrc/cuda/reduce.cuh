@@ -1677,8 +1677,8 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
 // lane q the values q, q + lanes, ... in order (value v: row of threads v >> groups_log2, group
 // v & (groups - 1)), then a butterfly over the lanes: the same order on every run. Lane 0 writes
 // the segment's partial of the column into its row of partials (padded to whole 16-byte words
-// with the identity, as fold_packed's), which fold_partial_words_kernel folds: past the few
-// kernel's reach (launch_cols_packed) there are always several segments.
+// with the identity, as fold_packed's), which fold_partial_words_kernel folds: there are always
+// several segments (launch_cols_packed_small leaves a launch of one to the kPackedRound kernel).
 struct PackedSmallArgs {
   int rows;          // rows of the (reduced / groups, groups * cols) view
   int chunk;         // its rows a segment
