@@ -1904,9 +1904,9 @@ def test_packed_columns_from_32_mib(monkeypatch, dtype, above):
 # Row groups of at most 256 packs (2- and 4-byte types) follow their launches (reduce.cu's
 # row_groups_keep_two_launches): where their wide view (rows / groups) is in reduce_cols_few_kernel's
 # reach (2048 rows, 8 MiB) they keep their two launches up to 4 MiB for float32 sums and 3.5 MiB
-# for amaxes and 16-bit sums, and past the bound the packed kernel takes them, on 16 rows of packs
-# for float32 sums and on its short rounds (reduce_cols_packed_small_kernel, 4 rows of packs a
-# round) for the others (kPackedSmallInFewReach): 197 columns of 4656 float32 rows and 9312
+# for amaxes and 16-bit sums (kRowGroupsFewSmallMax), and past the bound the packed kernel takes
+# them on its short rounds (reduce_cols_packed_small_kernel, 4 rows of packs a round; float32 sums
+# on 16 rows of packs before session 123): 197 columns of 4656 float32 rows and 9312
 # 16-bit ones (3.5 MiB or less) against a group more; 5320 float32 rows (4 MiB or less) against a
 # group more; 7988 float32 rows and 15976 16-bit ones (6.3 MB, 1997 rows of the wide view). Past
 # the reach the packed kernel takes them at any size, under 32 MiB on its short rounds: 13 columns
@@ -1917,7 +1917,7 @@ def test_packed_columns_from_32_mib(monkeypatch, dtype, above):
 @pytest.mark.parametrize("dtype,shape,dim,sum_rounds,amax_rounds", [
     (torch.float32, (4096, 197), 0, [], []), (torch.float32, (4656, 197), 0, [], []),
     (torch.float32, (4660, 197), 0, [], ["small"]), (torch.float32, (5320, 197), 0, [], ["small"]),
-    (torch.float32, (5324, 197), 0, ["16"], ["small"]), (torch.float32, (7988, 197), 0, ["16"], ["small"]),
+    (torch.float32, (5324, 197), 0, ["small"], ["small"]), (torch.float32, (7988, 197), 0, ["small"], ["small"]),
     (torch.bfloat16, (9312, 197), 0, [], []), (torch.bfloat16, (9320, 197), 0, ["small"], ["small"]),
     (torch.bfloat16, (15976, 197), 0, ["small"], ["small"]), (torch.float16, (9312, 197), 0, [], []),
     (torch.float16, (9320, 197), 0, ["small"], ["small"]), (torch.float16, (15976, 197), 0, ["small"], ["small"]),
@@ -1979,10 +1979,10 @@ def test_packed_small_kernel(monkeypatch, dtype, shape, dim):
 
 # The small packed kernel's partials are folded a warp a 16-byte word of columns where they are at
 # most 3 words (reduce.cu's kFoldFewWords; a block a word otherwise, as for every other caller
-# under 2 words an SM). A word holds 2 partials of a compensated float32 sum and 4 floats
-# otherwise (amaxes, 16-bit sums): float32 columns of 3 (sum 2 words, amax 1), 5 (3 and 2), 7 (4
-# and 2), 9 (5 and 3) and 13 (7 and 4), bfloat16 ones of 6 (2) and 14 (4), each in 16-94 segments
-# (up to 128 for a warp's loads). The fold kernel's third template argument is its threads a word.
+# under 2 words an SM). A word holds 4 floats, a compensated float32 sum's finished partials too:
+# float32 columns of 3 (1 word), 5 (2), 7 (2), 9 (3) and 13 (4), bfloat16 ones of 6 (2) and 14 (4),
+# each in 16-94 segments (up to 128 for a warp's loads). The fold kernel's third template argument
+# is its threads a word.
 @requires_cuda
 @pytest.mark.parametrize("dtype,shape", [
     (torch.float32, (16384, 3)), (torch.float32, (20000, 5)), (torch.float32, (20000, 7)),
@@ -1991,10 +1991,10 @@ def test_packed_small_kernel(monkeypatch, dtype, shape, dim):
 def test_packed_small_partials_fold_a_warp_a_word_up_to_3_words(monkeypatch, dtype, shape):
     clear_column_knobs(monkeypatch)
     x = make_input(shape, dtype, "cuda")
-    for op, per_word in ((reduce_ops.sum, 2 if dtype == torch.float32 else 4), (reduce_ops.amax, 4)):
+    for op in (reduce_ops.sum, reduce_ops.amax):
         names = cuda_kernels_run(lambda: op(x, 0))
         assert packed_launches(names) == ["small"], names
-        words = -(-shape[1] // per_word)
+        words = -(-shape[1] // 4)
         folds = [a[2] for a in launches_of(names, "fold_partial_words_kernel")]
         assert folds == (["32"] if words <= 3 else ["256"]), (words, names)
     check_sum(x, 0)
@@ -2116,6 +2116,26 @@ def test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum(kind, view, dtype):
     x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)
     x, dim = {"flat": (x, None), "rows": (x.view(16, -1), 1), "cols": (x.view(-1, 16), 0)}[view]
     assert_float32_sum_within(x, dim, 8)
+
+
+# Unaligned columns on the small packed kernel (reduce_cols_packed_small_kernel, under 32 MiB) sum
+# into float32 compensated in each thread (rounds of 4 rows pairwise: <= 4 u of its sum|x|), finish
+# (1 rounding), then fold the block's floats plain: m - 1 adds in a lane (m = values / lanes),
+# log2(lanes) butterfly levels; the second launch adds those partials a pairwise batch of 4 (2)
+# with a compensated step (2), finishes (1), and joins a warp's lanes plain (5) and a block's warps
+# compensated (2): |error| <= (16 + m - 1 + log2(lanes)) u sum|x|. Bounds, (values, lanes): float32
+# 16384 x 3 (256, 32), 50000 x 11 (64, 8), 20000 x 77 (8, 1), 8192 x 197 (4, 1, in
+# reduce_cols_few_kernel's reach); bfloat16 65536 x 6 (256, 16: its 8 partials a row of 192 threads).
+@requires_cuda
+@pytest.mark.parametrize("kind", ["offset", "mixed", "cancel", "constant"])
+@pytest.mark.parametrize("dtype,shape,ulps", [
+    (torch.float32, (16384, 3), 28), (torch.float32, (50000, 11), 26), (torch.float32, (20000, 77), 23),
+    (torch.float32, (8192, 197), 19), (torch.bfloat16, (65536, 6), 35)], ids=str)
+def test_packed_small_cuda_sum_error_is_within_its_folds(kind, dtype, shape, ulps):
+    x = _hard_sum_inputs(1 << 24, "cuda")[kind].to(dtype)[: math.prod(shape)].view(shape)
+    names = cuda_kernels_run(lambda: reduce_ops.sum(x, 0, dtype=torch.float32))
+    assert packed_launches(names) == ["small"], names
+    assert_float32_sum_within(x, 0, ulps)
 
 
 @requires_cuda

@@ -653,9 +653,9 @@ struct ColsPlan {
 // segments, 8192 words) 74.16 -> 66.53; float32 16384 x 4096 68.65 -> 64.27; but packed columns
 // of few words lost (float32 32768 x 197, 99 words: 8.16 -> 9.93; 16384 x 197 6.60 -> 8.36):
 // 13 blocks of 8 warps against 99 blocks. `few_words_a_warp` (the small packed kernel's partials,
-// launch_cols_packed_small) takes a warp a word also for up to kFoldFewWords words (a word holds 2
-// compensated float32 sums' partials, 4 floats otherwise): one block of 256 threads against 1-3
-// blocks. H200, CUDA graph, us, a block a word -> a warp (h200_study/session121.txt): call 1,
+// launch_cols_packed_small) takes a warp a word also for up to kFoldFewWords words (a word holds 4
+// floats; until session 123 2 compensated partials of a float32 sum, whose partials are finished
+// floats now): one block of 256 threads against 1-3 blocks. H200, CUDA graph, us, a block a word -> a warp (h200_study/session121.txt): call 1,
 // float32 sums 16384 x 3 (2 words) 3.90 -> 3.66, 40000 x 3 (2) 3.99 -> 3.95, amaxes 40000 x 3 (1)
 // 3.82 -> 3.63, 20000 x 7 (2) 3.92 -> 3.76, 24000 x 9 (3) 4.04 -> 3.88, 50000 x 11 (3) even;
 // bfloat16 131072 x 6 (2) sum 4.16 -> 4.00, amax 4.38 -> 4.19; 4-6 words even or 0.98-0.99x
@@ -665,17 +665,17 @@ struct ColsPlan {
 // 4.15, amax 4.34 -> 3.99.
 constexpr int64_t kFoldFewWords = 3;
 
-template <typename Out, typename R>
-void launch_fold_partial_words(const typename R::Acc* partial, Out* out, int64_t splits, int64_t width, int cols,
+template <typename Out, typename R, typename PartialT>
+void launch_fold_partial_words(const PartialT* partial, Out* out, int64_t splits, int64_t width, int cols,
                                int padded, int64_t items, const R& r, cudaStream_t stream,
                                bool few_words_a_warp = false) {
   constexpr int kThreads = 256;
   if (splits <= 4 * kWarpSize && (items >= 2 * sm_count() || (few_words_a_warp && items <= kFoldFewWords))) {
-    launch_dependent(fold_partial_words_kernel<Out, R, kWarpSize, kThreads>,
+    launch_dependent(fold_partial_words_kernel<Out, R, kWarpSize, kThreads, PartialT>,
                      grid_for(ceil_div(items, int64_t{kThreads / kWarpSize})), dim3(kThreads), 0, stream, partial, out,
                      splits, width, cols, padded, items, r);
   } else {
-    launch_dependent(fold_partial_words_kernel<Out, R, kThreads, kThreads>, grid_for(items), dim3(kThreads), 0,
+    launch_dependent(fold_partial_words_kernel<Out, R, kThreads, kThreads, PartialT>, grid_for(items), dim3(kThreads), 0,
                      stream, partial, out, splits, width, cols, padded, items, r);
   }
 }
@@ -1088,7 +1088,7 @@ constexpr int64_t kPackedAutoPacks = 256;
 // Groups of 2- and 4-byte types of at most kPackedAutoPacks packs (those the packed kernel takes
 // automatically) then follow the launches: in the few kernel's reach they stay on row groups up
 // to kRowGroupsFewMaxBytes, amaxes and 16-bit sums kRowGroupsFewSmallMaxBytes
-// (row_groups_keep_two_launches, kPackedSmallInFewReach), and past the reach they take the
+// (row_groups_keep_two_launches, kRowGroupsFewSmallMax), and past the reach they take the
 // packed kernel at any size, under kPackedSmallMaxBytes (3 MiB until session 121) on rounds of
 // kColsRound rows of packs a thread (launch_cols_packed: more segments) rather than kPackedRound.
 // H200, CUDA graph, us, the rule before -> after (torch.compile; h200_study/session118.txt, call
@@ -1119,13 +1119,14 @@ constexpr int64_t kRowGroupsFewSmallMaxBytes = int64_t{7} << 19;  // 3.5 MiB
 template <typename R>
 constexpr bool kIsMax = std::is_same_v<R, PlainReducer<MaxOp<typename R::Value>>>;
 
-// Whether reduce_cols_packed_small_kernel takes packed launches in reduce_cols_few_kernel's reach
-// too: amaxes and 16-bit sums, whose row groups there keep their two launches only to
-// kRowGroupsFewSmallMaxBytes (6 MiB for amaxes and 4 MiB for sums before session 122); float32
-// sums keep the kPackedRound kernel there past kRowGroupsFewMaxBytes (launch_cols_packed). H200,
-// CUDA graph, us, over dim 0 (h200_study/session122.txt): kPackedRound -> the small kernel
-// (torch.compile), call 1: float32 amaxes 8192 x 197 (6.5 MB) 6.63 -> 5.73 (5.47), 8192 x 233 6.80
-// -> 6.02 (5.77); bfloat16 sums 12288 x 197 5.83 -> 5.48 (5.50), 16384 x 151 5.92 -> 5.54 (5.57),
+// Whether row groups in reduce_cols_few_kernel's reach keep their two launches only to
+// kRowGroupsFewSmallMaxBytes (amaxes and 16-bit sums), not kRowGroupsFewMaxBytes (float32 sums),
+// before the small packed kernel takes them (launch_cols_packed; 6 MiB for amaxes and 4 MiB for
+// sums before session 122, and the kPackedRound kernel past them). Session 122 moved amaxes and
+// 16-bit sums in the reach to the small kernel; float32 sums followed in session 123, once its
+// compensated sums folded finished floats (reduce_cols_packed_small_kernel). H200, CUDA graph, us,
+// over dim 0 (h200_study/session122.txt): kPackedRound -> the small kernel (torch.compile), call
+// 1: float32 amaxes 8192 x 197 (6.5 MB) 6.63 -> 5.73 (5.47), 8192 x 233 6.80 -> 6.02 (5.77); bfloat16 sums 12288 x 197 5.83 -> 5.48 (5.50), 16384 x 151 5.92 -> 5.54 (5.57),
 // 13000 x 181 5.83 -> 5.45 (5.54), amax 16384 x 233 6.90 -> 6.18 (6.69); but float32 sums
 // 0.97-1.05x (8192 x 197 6.11 -> 6.36, 8192 x 233 6.39 -> 6.69), whose compensated partials are
 // twice as wide. Out of sample (call 2, the rule built): float32 amaxes 8000 x 211 6.57 -> 5.68
@@ -1141,8 +1142,14 @@ constexpr bool kIsMax = std::is_same_v<R, PlainReducer<MaxOp<typename R::Value>>
 // built): at 3.3-3.5 MiB, under the bound, the small kernel forced was 0.97-1.00x (float32 amax
 // 3600 x 241 4.78 -> 4.66, bfloat16 sum 8960 x 197 5.16 -> 5.06), so the bound is right to about
 // 3% anywhere from 3.05 to 3.5 MiB.
+// Float32 sums (h200_study/session123.txt, call 2), kPackedRound -> the small kernel folding
+// floats: 8192 x 197 6.08 -> 5.98 (5.23), 6144 x 197 5.71 -> 5.43 (4.84), 8192 x 233 6.37 -> 6.21
+// (5.55), 7000 x 171 6.04 -> 5.46 (4.84), 5000 x 255 5.93 -> 5.52 (4.91); with its compensated
+// fold they had been 0.97-1.05x (session 122). Their row groups keep 4 MiB: at 3.5-4 MiB the small
+// kernel was 1.01-1.04x of their time (call 1, before the partials' plain butterfly: 4656 x 197
+// 4.99 -> 5.19, 5320 x 197 5.29 -> 5.35; 8192 x 121 5.02 -> 4.94, 4400 x 211 even).
 template <typename In, typename R>
-constexpr bool kPackedSmallInFewReach = sizeof(In) == 2 || kIsMax<R>;
+constexpr bool kRowGroupsFewSmallMax = sizeof(In) == 2 || kIsMax<R>;
 
 // Whether the (reduced / groups, groups * cols) view of row groups is in reduce_cols_few_kernel's
 // reach by its rows and bytes. launch_cols_few also needs an outer count up to 65535 and its
@@ -1157,10 +1164,10 @@ bool row_groups_in_few_reach(const ReduceGeometry& g, int64_t groups) {
 // would otherwise take them (the rule above, in one place for launch_cols_packed and
 // launch_cols_row_groups): 2- and 4-byte types within kPackedAutoPacks packs, the wide view in the
 // few kernel's reach, up to kRowGroupsFewMaxBytes (float32 sums) or kRowGroupsFewSmallMaxBytes
-// (amaxes and 16-bit sums: kPackedSmallInFewReach).
+// (amaxes and 16-bit sums: kRowGroupsFewSmallMax).
 template <typename In, typename R>
 bool row_groups_keep_two_launches(const ReduceGeometry& g, int64_t groups, int64_t packs) {
-  const int64_t most = kPackedSmallInFewReach<In, R> ? kRowGroupsFewSmallMaxBytes : kRowGroupsFewMaxBytes;
+  const int64_t most = kRowGroupsFewSmallMax<In, R> ? kRowGroupsFewSmallMaxBytes : kRowGroupsFewMaxBytes;
   return sizeof(In) <= 4 && packs <= kPackedAutoPacks && row_groups_in_few_reach<In>(g, groups) &&
          cols_input_bytes<In>(g) <= most;
 }
@@ -1363,10 +1370,11 @@ std::optional<PackedBlock> packed_block(Kernel kernel, int64_t packs) {
 // sum 4.66 -> 4.07 (3.95): all 28 cases 0.82-0.97x of the old time. Blocks of at least 64 or 32
 // threads (more, smaller blocks) were within 5% either way (call 2).
 //
-// Past the few kernel's reach it takes the packed launches under kPackedSmallMaxBytes (3 MiB until
-// session 121), and in it those of amaxes and 16-bit sums (kPackedSmallInFewReach), where the
-// kPackedRound kernel's longer rounds no longer pay for its prologue and fold. H200, CUDA graph, us, kPackedRound -> this kernel (torch.compile), unaligned columns over
-// dim 0 (h200_study/session121.txt, calls 1-2): float32 sums 65536 x 13 (3.4 MB) 5.47 -> 5.03
+// It takes the packed launches under kPackedSmallMaxBytes (3 MiB and past the few kernel's reach
+// until session 121; in the reach amaxes and 16-bit sums since session 122, float32 sums since
+// session 123: kRowGroupsFewSmallMax), where the kPackedRound kernel's longer rounds no longer pay
+// for its prologue and fold. H200, CUDA graph, us, kPackedRound -> this kernel (torch.compile),
+// unaligned columns over dim 0 (h200_study/session121.txt, calls 1-2): float32 sums 65536 x 13 (3.4 MB) 5.47 -> 5.03
 // (4.51), 100000 x 11 6.17 -> 5.50 (4.91), 20000 x 77 6.43 -> 5.84 (5.40), 65536 x 77 (20 MB) 9.77
 // -> 8.98 (9.03), amaxes 65536 x 13 6.18 -> 4.77 (4.70), 16384 x 197 7.80 -> 7.17 (7.24); bfloat16
 // sums 262144 x 6 5.66 -> 4.67 (5.26), 131072 x 14 5.71 -> 4.87 (4.86), 65536 x 77 6.95 -> 6.49
@@ -1375,13 +1383,21 @@ std::optional<PackedBlock> packed_block(Kernel kernel, int64_t packs) {
 // columns (32768 x 197 7.52 -> 7.78, 65536 x 197 10.39 -> 10.76; float16 32768 x 197 7.99 ->
 // 7.77). Past 32 MiB within 4% either way (float32 1048576 x 13 sum 17.18 -> 16.83, 4194304 x 11
 // 45.79 -> 46.27; bfloat16 4194304 x 6 16.21 -> 15.52, 1048576 x 50 28.33 -> 29.13, 262144 x 197
-// 28.37 -> 28.93), where the kPackedRound kernel stays.
+// 28.37 -> 28.93), where the kPackedRound kernel stays. Compensated sums fold their block's
+// finished floats plain since session 123 (TreeReducer; reduce.cuh's PackedSmallArgs), float
+// partials folded compensated (fold_partial_words_kernel): H200, CUDA graph, us, float32 sums, the
+// compensated fold -> floats (torch.compile; h200_study/session123.txt, call 2): 16384 x 3 3.90 ->
+// 3.77 (3.43), 20000 x 7 4.20 -> 3.81 (3.61), 50000 x 11 4.78 -> 4.55 (4.17), 65536 x 13 5.08 ->
+// 4.86 (4.51), 12000 x 29 4.59 -> 4.35 (3.92), 40000 x 21 5.32 -> 5.03 (4.55), 20000 x 77 5.82 ->
+// 5.54 (5.36); REDUCE_OPS_SUM=plain 3.52-5.38 there. Compensated throughout, the errors of hard
+// inputs (test_compensated_cuda_sum_error_is_a_few_ulps_of_abs_sum's) were at most 0.9 u sum|x|,
+// folding floats 1.8 u, torch.sum 2.5 u (call 2).
 constexpr int64_t kPackedSmallMaxBytes = int64_t{32} << 20;
 
 template <typename In, typename Out, typename R>
 bool launch_cols_packed_small(const at::Tensor& xt, const ReduceGeometry& g, const at::Tensor& out_t, int64_t groups,
                               int64_t packs, const R& r, cudaStream_t stream) {
-  using Acc = typename R::Acc;
+  using Acc = typename TreeReducer<R>::type::Acc;  // the block's values and partials (finished floats)
   constexpr int64_t kVec = kMaxVec<In>;
   const int64_t rows = g.reduced / groups, wide = g.inner * groups;
   if (g.outer > 65535 || (g.outer - 1) * g.outer_stride + rows * wide > INT32_MAX) return false;
@@ -1426,7 +1442,6 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   // Past the few kernel's reach (three launches of row groups) at any size, and in it past
   // kRowGroupsFewMaxBytes, amaxes and 16-bit sums kRowGroupsFewSmallMaxBytes
   // (row_groups_keep_two_launches).
-  const bool few_reach = row_groups_in_few_reach<In>(g, groups);
   const bool faster = packs <= kPackedAutoPacks && (sizeof(In) <= 4
                                                         ? !row_groups_keep_two_launches<In, R>(g, groups, packs)
                                                         : bytes >= kRowGroupsLargeBytes);
@@ -1434,10 +1449,8 @@ bool launch_cols_packed(const at::Tensor& xt, const ReduceGeometry& g, const at:
   if (faster ? env_equals("REDUCE_OPS_COLS_PACKED", "off") : !env_equals("REDUCE_OPS_COLS_PACKED", "on")) {
     return false;
   }
-  // The small kernel under kPackedSmallMaxBytes, in the few kernel's reach too for amaxes and
-  // 16-bit sums.
-  if (bytes < kPackedSmallMaxBytes && (!few_reach || kPackedSmallInFewReach<In, R>) &&
-      launch_cols_packed_small<In, Out>(xt, g, out_t, groups, packs, r, stream)) {
+  // The small kernel under kPackedSmallMaxBytes.
+  if (bytes < kPackedSmallMaxBytes && launch_cols_packed_small<In, Out>(xt, g, out_t, groups, packs, r, stream)) {
     return true;
   }
   const auto kernel = reduce_cols_kernel<In, Out, R, kVec, kPackedRound>;

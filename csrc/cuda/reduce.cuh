@@ -1679,6 +1679,11 @@ __global__ void reduce_cols_kernel(const In* __restrict__ x, Out* __restrict__ o
 // the segment's partial of the column into its row of partials (padded to whole 16-byte words
 // with the identity, as fold_packed's), which fold_partial_words_kernel folds: there are always
 // several segments (launch_cols_packed_small leaves a launch of one to the kPackedRound kernel).
+// F folds the block's values: TreeReducer<R>'s. A compensated sum's threads add their rows
+// compensated and finish them (one rounding each), then the block folds those floats plain (a
+// lane's values in order, then the butterfly) into float partials, which the second launch adds
+// compensated: the block's fold had been half of a block's time in dependent compensated steps
+// (Nsight Compute, session 120), and float partials are half the bytes. Others: F is R.
 struct PackedSmallArgs {
   int rows;          // rows of the (reduced / groups, groups * cols) view
   int chunk;         // its rows a segment
@@ -1689,13 +1694,15 @@ struct PackedSmallArgs {
   int lanes_log2;    // log2 of the lanes that fold a column (at most 5)
 };
 
-template <typename In, typename R, int kVec>
-__global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typename R::Acc* __restrict__ partial,
+template <typename In, typename R, int kVec, typename F = typename TreeReducer<R>::type>
+__global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typename F::Acc* __restrict__ partial,
                                                 PackedSmallArgs a, R r) {
   using Acc = typename R::Acc;
+  using FAcc = typename F::Acc;
   using P = Pack<In, kVec>;
+  const F f{};
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  Acc* smem = reinterpret_cast<Acc*>(smem_raw);  // [blockDim.y][blockDim.x * kVec]
+  FAcc* smem = reinterpret_cast<FAcc*>(smem_raw);  // [blockDim.y][blockDim.x * kVec]
   allow_dependents();                            // fold_partial_words_kernel waits for the partials
   const int seg = blockIdx.x, o = blockIdx.y, by = blockDim.y;
   const int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * by;
@@ -1724,7 +1731,13 @@ __global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typena
   }
   finish_columns<In, kVec, R>(acc, m);
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) smem[t * kVec + k] = acc[k];
+  for (int k = 0; k < kVec; ++k) {
+    if constexpr (std::is_same_v<F, R>) {
+      smem[t * kVec + k] = acc[k];
+    } else {
+      smem[t * kVec + k] = r.finish(acc[k]);
+    }
+  }
   __syncthreads();
   // Whole groups of lanes only (a group lies in one warp: lanes divides 32); a group takes
   // columns c, c + (its count), ... up to the padded width.
@@ -1733,11 +1746,11 @@ __global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typena
   const int q = t & (lanes - 1), values = by << a.groups_log2, group_mask = (1 << a.groups_log2) - 1;
   const unsigned members = lanes == kWarpSize ? 0xffffffffu : ((1u << lanes) - 1) << ((t & (kWarpSize - 1)) & ~(lanes - 1));
   for (int c = c0; c < a.padded; c += lane_groups) {
-    Acc s = R::identity();
+    FAcc s = F::identity();
     if (c < a.cols) {
-      for (int v = q; v < values; v += lanes) s = r(s, smem[(v >> a.groups_log2) * wide + (v & group_mask) * a.cols + c]);
+      for (int v = q; v < values; v += lanes) s = f(s, smem[(v >> a.groups_log2) * wide + (v & group_mask) * a.cols + c]);
     }
-    for (int mask = lanes / 2; mask > 0; mask /= 2) s = r(s, shfl_xor(s, mask, lanes, members));
+    for (int mask = lanes / 2; mask > 0; mask /= 2) s = f(s, shfl_xor(s, mask, lanes, members));
     if (q == 0) partial[(seg * gridDim.y + o) * a.padded + c] = s;
   }
 }
@@ -1749,14 +1762,17 @@ __global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typena
 // columns with kItemThreads threads, a warp or the whole block: thread t the rows t, t +
 // kItemThreads, ... in order (kBatch words in flight), then the warp by butterfly and, in a block,
 // the warps' results in order: the same tree on every run. Each item reads its word's rows only.
+// Partials of Value (PartialT, a compensated sum's finished floats: reduce_cols_packed_small_kernel's)
+// add a thread's batch of kBatch rows pairwise, then one compensated step, and the warp's
+// butterfly adds the threads' finished values plain (TreeReducer): a tree of 5 levels.
 // The packed kernel's partials (reduce_cols_kernel<..., kPackedRound>): H200, against the last
 // block of the first launch folding every row with all its threads (one block reading 40-400 KB
 // of partials at ~20-100 GB/s; h200_study/session54_columns.txt, section 6), time of the call's
 // kernels, us (h200_study/session55_columns.txt, section 2): bfloat16 sums 16384 x 197 8.37 ->
 // 6.61, 32768 x 197 10.13 -> 8.45, 65536 x 77 7.94 -> 7.84; float32 32768 x 197 12.80 -> 11.10;
 // back to back in a CUDA graph 0.5-2.2 us a call less in all 10 cases measured.
-template <typename Out, typename R, int kItemThreads, int kThreads>
-__global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const typename R::Acc* __restrict__ partial,
+template <typename Out, typename R, int kItemThreads, int kThreads, typename PartialT = typename R::Acc>
+__global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const PartialT* __restrict__ partial,
                                                                       Out* __restrict__ out, int64_t splits,
                                                                       int64_t width, int cols, int padded,
                                                                       int64_t items, R r) {
@@ -1764,7 +1780,10 @@ __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const type
   static_assert(kItemThreads == kWarpSize || kItemThreads == kThreads,
                 "a warp an item (no shared memory), or the block (its barriers and warp_results)");
   using Acc = typename R::Acc;
-  constexpr int kW = kPartialsPerWord<Acc>, kBatch = 4, kWarps = kItemThreads / kWarpSize;
+  using F = typename TreeReducer<R>::type;
+  constexpr bool kFinished = !std::is_same_v<PartialT, Acc>;  // finished values, added as above
+  static_assert(!kFinished || std::is_same_v<PartialT, typename F::Acc>, "a compensated sum's floats");
+  constexpr int kW = kPartialsPerWord<PartialT>, kBatch = 4, kWarps = kItemThreads / kWarpSize;
   constexpr int kSlots = kThreads / kItemThreads;  // items a block folds at once
   __shared__ Acc warp_results[kWarps][kW];
   wait_for_prerequisite();
@@ -1777,26 +1796,44 @@ __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const type
        item += static_cast<int64_t>(gridDim.x) * kSlots) {
     const int64_t o = item / words;
     const int word = static_cast<int>(item - o * words);
-    const Acc* col = partial + o * padded + word * kW;
+    const PartialT* col = partial + o * padded + word * kW;
     Acc acc[kW];
 #pragma unroll
     for (int k = 0; k < kW; ++k) acc[k] = R::identity();
     for (int64_t j = t; j < splits; j += kBatch * kItemThreads) {
-      Acc v[kBatch][kW];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (j + b * kItemThreads < splits) PartialRun<Acc, kW>::load(col + (j + b * kItemThreads) * width, v[b]);
-      }
+      PartialT v[kBatch][kW];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (j + b * kItemThreads < splits) {
+          PartialRun<PartialT, kW>::load(col + (j + b * kItemThreads) * width, v[b]);
+        } else if constexpr (kFinished) {
 #pragma unroll
-          for (int k = 0; k < kW; ++k) acc[k] = r(acc[k], v[b][k]);
+          for (int k = 0; k < kW; ++k) v[b][k] = F::identity();
+        }
+      }
+      if constexpr (kFinished) {
+        static_assert(kBatch == 4, "the pairwise batch below");
+        const F f{};
+#pragma unroll
+        for (int k = 0; k < kW; ++k) acc[k] = r.add(acc[k], f(f(v[0][k], v[1][k]), f(v[2][k], v[3][k])));
+      } else {
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          if (j + b * kItemThreads < splits) {
+#pragma unroll
+            for (int k = 0; k < kW; ++k) acc[k] = r(acc[k], v[b][k]);
+          }
         }
       }
     }
 #pragma unroll
-    for (int k = 0; k < kW; ++k) acc[k] = warp_all_reduce<kWarpSize>(acc[k], r);
+    for (int k = 0; k < kW; ++k) {
+      if constexpr (kFinished) {
+        acc[k] = as_running<R, F>(warp_all_reduce<kWarpSize>(r.finish(acc[k]), F{}), r);
+      } else {
+        acc[k] = warp_all_reduce<kWarpSize>(acc[k], r);
+      }
+    }
     if constexpr (kWarps == 1) {
       if (lane == 0) {
 #pragma unroll
