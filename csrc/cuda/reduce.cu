@@ -645,24 +645,24 @@ struct ColsPlan {
 
 // The second launch of a split column reduction (fold_partial_words_kernel, a programmatic
 // dependent of the first): `splits` rows of partials `width` apart, outer index o's `cols` columns
-// at o * padded (whole 16-byte words), `items` words in all. A warp a word where one round of its
-// 4 loads a lane covers the segments (up to 128) and the words are at least 2 an SM, else a block
-// of 256 threads a word (up to 1024 segments in one round; 4 blocks an SM make 528). H200, CUDA
-// graph, us, a block a word -> a warp (h200_study/session56_columns.txt, sections 2 and 6): sums
-// over dim 0, bfloat16 16384 x 4096 (33 segments, 1024 words) 36.17 -> 34.55, 4096 x 32768 (4
-// segments, 8192 words) 74.16 -> 66.53; float32 16384 x 4096 68.65 -> 64.27; but packed columns
-// of few words lost (float32 32768 x 197, 99 words: 8.16 -> 9.93; 16384 x 197 6.60 -> 8.36):
-// 13 blocks of 8 warps against 99 blocks. `few_words_a_warp` (the small packed kernel's partials,
+// at o * padded (whole 16-byte words), `items` words in all. A warp a word where one round of its 4
+// loads a lane covers the segments (up to 128) and the words are at least 2 an SM, else a block of
+// 256 threads a word (up to 1024 segments in one round; 4 blocks an SM make 528). H200, CUDA graph,
+// us, a block a word -> a warp (h200_study/session56_columns.txt, sections 2 and 6): sums over dim
+// 0, bfloat16 16384 x 4096 (33 segments, 1024 words) 36.17 -> 34.55, 4096 x 32768 (4 segments, 8192
+// words) 74.16 -> 66.53; float32 16384 x 4096 68.65 -> 64.27; but packed columns of few words lost
+// (float32 32768 x 197, 99 words: 8.16 -> 9.93; 16384 x 197 6.60 -> 8.36): 13 blocks of 8 warps
+// against 99 blocks. `few_words_a_warp` (the small packed kernel's partials,
 // launch_cols_packed_small) takes a warp a word also for up to kFoldFewWords words (a word holds 4
 // floats; until session 123 2 compensated partials of a float32 sum, whose partials are finished
-// floats now): one block of 256 threads against 1-3 blocks. H200, CUDA graph, us, a block a word -> a warp (h200_study/session121.txt): call 1,
-// float32 sums 16384 x 3 (2 words) 3.90 -> 3.66, 40000 x 3 (2) 3.99 -> 3.95, amaxes 40000 x 3 (1)
-// 3.82 -> 3.63, 20000 x 7 (2) 3.92 -> 3.76, 24000 x 9 (3) 4.04 -> 3.88, 50000 x 11 (3) even;
-// bfloat16 131072 x 6 (2) sum 4.16 -> 4.00, amax 4.38 -> 4.19; 4-6 words even or 0.98-0.99x
-// (float32 sums of 7, 9 and 11 columns), 8 slower (float32 amax 12000 x 29 4.19 -> 4.42; session
-// 120, call 4: 1.03-1.05x slower at 15-25 words). Out of sample (call 3, the rule built): float32
-// 30000 x 5 sum (3 words) 4.37 -> 4.05, amax (2) 3.96 -> 3.65; bfloat16 100000 x 3 (1) sum 4.33 ->
-// 4.15, amax 4.34 -> 3.99.
+// floats now): one block of 256 threads against 1-3 blocks. H200, CUDA graph, us, a block a word ->
+// a warp (h200_study/session121.txt): call 1, float32 sums 16384 x 3 (2 words) 3.90 -> 3.66, 40000
+// x 3 (2) 3.99 -> 3.95, amaxes 40000 x 3 (1) 3.82 -> 3.63, 20000 x 7 (2) 3.92 -> 3.76, 24000 x 9
+// (3) 4.04 -> 3.88, 50000 x 11 (3) even; bfloat16 131072 x 6 (2) sum 4.16 -> 4.00, amax 4.38 ->
+// 4.19; 4-6 words even or 0.98-0.99x (float32 sums of 7, 9 and 11 columns), 8 slower (float32 amax
+// 12000 x 29 4.19 -> 4.42; session 120, call 4: 1.03-1.05x slower at 15-25 words). Out of sample
+// (call 3, the rule built): float32 30000 x 5 sum (3 words) 4.37 -> 4.05, amax (2) 3.96 -> 3.65;
+// bfloat16 100000 x 3 (1) sum 4.33 -> 4.15, amax 4.34 -> 3.99.
 constexpr int64_t kFoldFewWords = 3;
 
 template <typename Out, typename R, typename PartialT>
@@ -1125,29 +1125,29 @@ constexpr bool kIsMax = std::is_same_v<R, PlainReducer<MaxOp<typename R::Value>>
 // sums before session 122, and the kPackedRound kernel past them). Session 122 moved amaxes and
 // 16-bit sums in the reach to the small kernel; float32 sums followed in session 123, once its
 // compensated sums folded finished floats (reduce_cols_packed_small_kernel). H200, CUDA graph, us,
-// over dim 0 (h200_study/session122.txt): kPackedRound -> the small kernel (torch.compile), call
-// 1: float32 amaxes 8192 x 197 (6.5 MB) 6.63 -> 5.73 (5.47), 8192 x 233 6.80 -> 6.02 (5.77); bfloat16 sums 12288 x 197 5.83 -> 5.48 (5.50), 16384 x 151 5.92 -> 5.54 (5.57),
-// 13000 x 181 5.83 -> 5.45 (5.54), amax 16384 x 233 6.90 -> 6.18 (6.69); but float32 sums
-// 0.97-1.05x (8192 x 197 6.11 -> 6.36, 8192 x 233 6.39 -> 6.69), whose compensated partials are
-// twice as wide. Out of sample (call 2, the rule built): float32 amaxes 8000 x 211 6.57 -> 5.68
-// (5.52), 7500 x 255 6.84 -> 5.95 (5.70); bfloat16 sums 16000 x 171 6.03 -> 5.64 (5.67), 16384 x
-// 255 6.74 -> 6.53 (6.72), amax 15000 x 241 6.75 -> 5.91 (6.51); float16 sum 14000 x 181 5.81 ->
-// 5.55 (5.65), amax 16384 x 233 6.84 -> 6.10 (6.61): all 15 changed cases 0.86-0.97x. Two launches
-// of row groups -> the small kernel (call 3): float32 amaxes 5000 x 211 (4.2 MB) 5.23 -> 4.89
-// (4.76), 7984 x 197 6.35 -> 5.60 (5.36), 8192 x 151 5.88 -> 5.17 (5.03); bfloat16 amaxes 12288 x
-// 197 (4.8 MB) 5.77 -> 5.36 (5.58), 16384 x 151 6.24 -> 5.39 (5.63), sums 10000 x 199 (4.0 MB) 5.48
-// -> 5.15 (5.20), 12000 x 163 5.63 -> 5.11 (5.12); float16 amax 14000 x 181 6.01 -> 5.44 (5.69):
-// 0.86-0.96x from 3.7 MiB, but at 3.05 MiB and under the row groups won (float32 amax 4096 x 197
-// 4.55 -> 4.58; bfloat16 8192 x 197 amax 4.62 -> 4.74, sum 4.74 -> 4.80). Call 4 (this rule
-// built): at 3.3-3.5 MiB, under the bound, the small kernel forced was 0.97-1.00x (float32 amax
-// 3600 x 241 4.78 -> 4.66, bfloat16 sum 8960 x 197 5.16 -> 5.06), so the bound is right to about
-// 3% anywhere from 3.05 to 3.5 MiB.
-// Float32 sums (h200_study/session123.txt, call 2), kPackedRound -> the small kernel folding
-// floats: 8192 x 197 6.08 -> 5.98 (5.23), 6144 x 197 5.71 -> 5.43 (4.84), 8192 x 233 6.37 -> 6.21
-// (5.55), 7000 x 171 6.04 -> 5.46 (4.84), 5000 x 255 5.93 -> 5.52 (4.91); with its compensated
-// fold they had been 0.97-1.05x (session 122). Their row groups keep 4 MiB: at 3.5-4 MiB the small
-// kernel was 1.01-1.04x of their time (call 1, before the partials' plain butterfly: 4656 x 197
-// 4.99 -> 5.19, 5320 x 197 5.29 -> 5.35; 8192 x 121 5.02 -> 4.94, 4400 x 211 even).
+// over dim 0 (h200_study/session122.txt): kPackedRound -> the small kernel (torch.compile), call 1:
+// float32 amaxes 8192 x 197 (6.5 MB) 6.63 -> 5.73 (5.47), 8192 x 233 6.80 -> 6.02 (5.77); bfloat16
+// sums 12288 x 197 5.83 -> 5.48 (5.50), 16384 x 151 5.92 -> 5.54 (5.57), 13000 x 181 5.83 -> 5.45
+// (5.54), amax 16384 x 233 6.90 -> 6.18 (6.69); but float32 sums 0.97-1.05x (8192 x 197 6.11 ->
+// 6.36, 8192 x 233 6.39 -> 6.69), whose compensated partials are twice as wide. Out of sample (call
+// 2, the rule built): float32 amaxes 8000 x 211 6.57 -> 5.68 (5.52), 7500 x 255 6.84 -> 5.95
+// (5.70); bfloat16 sums 16000 x 171 6.03 -> 5.64 (5.67), 16384 x 255 6.74 -> 6.53 (6.72), amax
+// 15000 x 241 6.75 -> 5.91 (6.51); float16 sum 14000 x 181 5.81 -> 5.55 (5.65), amax 16384 x 233
+// 6.84 -> 6.10 (6.61): all 15 changed cases 0.86-0.97x. Two launches of row groups -> the small
+// kernel (call 3): float32 amaxes 5000 x 211 (4.2 MB) 5.23 -> 4.89 (4.76), 7984 x 197 6.35 -> 5.60
+// (5.36), 8192 x 151 5.88 -> 5.17 (5.03); bfloat16 amaxes 12288 x 197 (4.8 MB) 5.77 -> 5.36 (5.58),
+// 16384 x 151 6.24 -> 5.39 (5.63), sums 10000 x 199 (4.0 MB) 5.48 -> 5.15 (5.20), 12000 x 163 5.63
+// -> 5.11 (5.12); float16 amax 14000 x 181 6.01 -> 5.44 (5.69): 0.86-0.96x from 3.7 MiB, but at
+// 3.05 MiB and under the row groups won (float32 amax 4096 x 197 4.55 -> 4.58; bfloat16 8192 x 197
+// amax 4.62 -> 4.74, sum 4.74 -> 4.80). Call 4 (this rule built): at 3.3-3.5 MiB, under the bound,
+// the small kernel forced was 0.97-1.00x (float32 amax 3600 x 241 4.78 -> 4.66, bfloat16 sum 8960 x
+// 197 5.16 -> 5.06), so the bound is right to about 3% anywhere from 3.05 to 3.5 MiB. Float32 sums
+// (h200_study/session123.txt, call 2), kPackedRound -> the small kernel folding floats: 8192 x 197
+// 6.08 -> 5.98 (5.23), 6144 x 197 5.71 -> 5.43 (4.84), 8192 x 233 6.37 -> 6.21 (5.55), 7000 x 171
+// 6.04 -> 5.46 (4.84), 5000 x 255 5.93 -> 5.52 (4.91); with its compensated fold they had been
+// 0.97-1.05x (session 122). Their row groups keep 4 MiB: at 3.5-4 MiB the small kernel was
+// 1.01-1.04x of their time (call 1, before the partials' plain butterfly: 4656 x 197 4.99 -> 5.19,
+// 5320 x 197 5.29 -> 5.35; 8192 x 121 5.02 -> 4.94, 4400 x 211 even).
 template <typename In, typename R>
 constexpr bool kRowGroupsFewSmallMax = sizeof(In) == 2 || kIsMax<R>;
 
@@ -1354,36 +1354,36 @@ std::optional<PackedBlock> packed_block(Kernel kernel, int64_t packs) {
 
 // launch_cols_packed's short rounds on reduce_cols_packed_small_kernel: the same block shape and
 // segments (a block and a round of kColsRound rows of packs a segment where the blocks fit; more
-// rounds a segment past kPackedBlocksPerSM blocks an SM), 32-bit indices, one work item a
-// block, one barrier to fold. The lanes that fold a column: the most (up to 32, a power of two)
-// that leave a group of lanes for each column, at most the column's values. False where it does
-// not apply (indices past 32 bits, more than 65535 outer indices: the grid's y; one segment),
-// which launch_cols_packed then reduces on kPackedRound's rounds. Until session 120 these rounds
-// ran on reduce_cols_kernel<..., kColsRound>, whose blocks spent a third of their time in a
-// 64-bit prologue (~230 instructions before the first load) and most of the rest in the fold
-// tree of their rows of threads and its barriers, not in memory (Nsight Compute, float32 16384 x
-// 3: 3989 cycles a block against Inductor's 848; h200_study/session120.txt, call 1). H200, CUDA
-// graph, us, before -> this kernel (torch.compile), out of sample (call 4): float32 sums 16384 x
-// 3 4.82 -> 3.97 (3.21), 20000 x 7 4.78 -> 4.21 (3.61), 50000 x 11 5.34 -> 4.78 (4.17), 12000 x
-// 29 5.08 -> 4.56 (3.91); amaxes 16384 x 3 4.17 -> 3.59 (3.30), 65536 x 5 4.42 -> 4.03 (3.99);
-// bfloat16 131072 x 6 sum 4.80 -> 4.11 (4.10), 40000 x 18 4.75 -> 4.23 (3.98); float16 60000 x 10
-// sum 4.66 -> 4.07 (3.95): all 28 cases 0.82-0.97x of the old time. Blocks of at least 64 or 32
-// threads (more, smaller blocks) were within 5% either way (call 2).
+// rounds a segment past kPackedBlocksPerSM blocks an SM), 32-bit indices, one work item a block,
+// one barrier to fold. The lanes that fold a column: the most (up to 32, a power of two) that leave
+// a group of lanes for each column, at most the column's values. False where it does not apply
+// (indices past 32 bits, more than 65535 outer indices: the grid's y; one segment), which
+// launch_cols_packed then reduces on kPackedRound's rounds. Until session 120 these rounds ran on
+// reduce_cols_kernel<..., kColsRound>, whose blocks spent a third of their time in a 64-bit
+// prologue (~230 instructions before the first load) and most of the rest in the fold tree of their
+// rows of threads and its barriers, not in memory (Nsight Compute, float32 16384 x 3: 3989 cycles a
+// block against Inductor's 848; h200_study/session120.txt, call 1). H200, CUDA graph, us, before ->
+// this kernel (torch.compile), out of sample (call 4): float32 sums 16384 x 3 4.82 -> 3.97 (3.21),
+// 20000 x 7 4.78 -> 4.21 (3.61), 50000 x 11 5.34 -> 4.78 (4.17), 12000 x 29 5.08 -> 4.56 (3.91);
+// amaxes 16384 x 3 4.17 -> 3.59 (3.30), 65536 x 5 4.42 -> 4.03 (3.99); bfloat16 131072 x 6 sum 4.80
+// -> 4.11 (4.10), 40000 x 18 4.75 -> 4.23 (3.98); float16 60000 x 10 sum 4.66 -> 4.07 (3.95): all
+// 28 cases 0.82-0.97x of the old time. Blocks of at least 64 or 32 threads (more, smaller blocks)
+// were within 5% either way (call 2).
 //
 // It takes the packed launches under kPackedSmallMaxBytes (3 MiB and past the few kernel's reach
 // until session 121; in the reach amaxes and 16-bit sums since session 122, float32 sums since
 // session 123: kRowGroupsFewSmallMax), where the kPackedRound kernel's longer rounds no longer pay
 // for its prologue and fold. H200, CUDA graph, us, kPackedRound -> this kernel (torch.compile),
-// unaligned columns over dim 0 (h200_study/session121.txt, calls 1-2): float32 sums 65536 x 13 (3.4 MB) 5.47 -> 5.03
-// (4.51), 100000 x 11 6.17 -> 5.50 (4.91), 20000 x 77 6.43 -> 5.84 (5.40), 65536 x 77 (20 MB) 9.77
-// -> 8.98 (9.03), amaxes 65536 x 13 6.18 -> 4.77 (4.70), 16384 x 197 7.80 -> 7.17 (7.24); bfloat16
-// sums 262144 x 6 5.66 -> 4.67 (5.26), 131072 x 14 5.71 -> 4.87 (4.86), 65536 x 77 6.95 -> 6.49
-// (7.25), amaxes 262144 x 6 6.45 -> 4.86 (5.35), 65536 x 50 6.84 -> 6.06 (6.45); float16 amax
-// 131072 x 14 6.46 -> 5.06 (5.15): 3-26 MB, 0.75-1.01x of the time but for bfloat16 sums of 197
-// columns (32768 x 197 7.52 -> 7.78, 65536 x 197 10.39 -> 10.76; float16 32768 x 197 7.99 ->
-// 7.77). Past 32 MiB within 4% either way (float32 1048576 x 13 sum 17.18 -> 16.83, 4194304 x 11
-// 45.79 -> 46.27; bfloat16 4194304 x 6 16.21 -> 15.52, 1048576 x 50 28.33 -> 29.13, 262144 x 197
-// 28.37 -> 28.93), where the kPackedRound kernel stays. Compensated sums fold their block's
+// unaligned columns over dim 0 (h200_study/session121.txt, calls 1-2): float32 sums 65536 x 13 (3.4
+// MB) 5.47 -> 5.03 (4.51), 100000 x 11 6.17 -> 5.50 (4.91), 20000 x 77 6.43 -> 5.84 (5.40), 65536 x
+// 77 (20 MB) 9.77 -> 8.98 (9.03), amaxes 65536 x 13 6.18 -> 4.77 (4.70), 16384 x 197 7.80 -> 7.17
+// (7.24); bfloat16 sums 262144 x 6 5.66 -> 4.67 (5.26), 131072 x 14 5.71 -> 4.87 (4.86), 65536 x 77
+// 6.95 -> 6.49 (7.25), amaxes 262144 x 6 6.45 -> 4.86 (5.35), 65536 x 50 6.84 -> 6.06 (6.45);
+// float16 amax 131072 x 14 6.46 -> 5.06 (5.15): 3-26 MB, 0.75-1.01x of the time but for bfloat16
+// sums of 197 columns (32768 x 197 7.52 -> 7.78, 65536 x 197 10.39 -> 10.76; float16 32768 x 197
+// 7.99 -> 7.77). Past 32 MiB within 4% either way (float32 1048576 x 13 sum 17.18 -> 16.83, 4194304
+// x 11 45.79 -> 46.27; bfloat16 4194304 x 6 16.21 -> 15.52, 1048576 x 50 28.33 -> 29.13, 262144 x
+// 197 28.37 -> 28.93), where the kPackedRound kernel stays. Compensated sums fold their block's
 // finished floats plain since session 123 (TreeReducer; reduce.cuh's PackedSmallArgs), float
 // partials folded compensated (fold_partial_words_kernel): H200, CUDA graph, us, float32 sums, the
 // compensated fold -> floats (torch.compile; h200_study/session123.txt, call 2): 16384 x 3 3.90 ->

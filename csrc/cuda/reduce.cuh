@@ -1762,15 +1762,15 @@ __global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typena
 // columns with kItemThreads threads, a warp or the whole block: thread t the rows t, t +
 // kItemThreads, ... in order (kBatch words in flight), then the warp by butterfly and, in a block,
 // the warps' results in order: the same tree on every run. Each item reads its word's rows only.
-// Partials of Value (PartialT, a compensated sum's finished floats: reduce_cols_packed_small_kernel's)
-// add a thread's batch of kBatch rows pairwise, then one compensated step, and the warp's
-// butterfly adds the threads' finished values plain (TreeReducer): a tree of 5 levels.
-// The packed kernel's partials (reduce_cols_kernel<..., kPackedRound>): H200, against the last
-// block of the first launch folding every row with all its threads (one block reading 40-400 KB
-// of partials at ~20-100 GB/s; h200_study/session54_columns.txt, section 6), time of the call's
-// kernels, us (h200_study/session55_columns.txt, section 2): bfloat16 sums 16384 x 197 8.37 ->
-// 6.61, 32768 x 197 10.13 -> 8.45, 65536 x 77 7.94 -> 7.84; float32 32768 x 197 12.80 -> 11.10;
-// back to back in a CUDA graph 0.5-2.2 us a call less in all 10 cases measured.
+// Partials of Value (PartialT, a compensated sum's finished floats:
+// reduce_cols_packed_small_kernel's) add a thread's batch of kBatch rows pairwise, then one
+// compensated step, and the warp's butterfly adds the threads' finished values plain (TreeReducer):
+// a tree of 5 levels. The packed kernel's partials (reduce_cols_kernel<..., kPackedRound>): H200,
+// against the last block of the first launch folding every row with all its threads (one block
+// reading 40-400 KB of partials at ~20-100 GB/s; h200_study/session54_columns.txt, section 6), time
+// of the call's kernels, us (h200_study/session55_columns.txt, section 2): bfloat16 sums 16384 x
+// 197 8.37 -> 6.61, 32768 x 197 10.13 -> 8.45, 65536 x 77 7.94 -> 7.84; float32 32768 x 197 12.80
+// -> 11.10; back to back in a CUDA graph 0.5-2.2 us a call less in all 10 cases measured.
 template <typename Out, typename R, int kItemThreads, int kThreads, typename PartialT = typename R::Acc>
 __global__ void __launch_bounds__(kThreads) fold_partial_words_kernel(const PartialT* __restrict__ partial,
                                                                       Out* __restrict__ out, int64_t splits,
