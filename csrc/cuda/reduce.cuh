@@ -1730,14 +1730,9 @@ __global__ void reduce_cols_packed_small_kernel(const In* __restrict__ x, typena
     }
   }
   finish_columns<In, kVec, R>(acc, m);
+  // A compensated sum's one rounding; a plain reducer's finish is its state as it is.
 #pragma unroll
-  for (int k = 0; k < kVec; ++k) {
-    if constexpr (std::is_same_v<F, R>) {
-      smem[t * kVec + k] = acc[k];
-    } else {
-      smem[t * kVec + k] = r.finish(acc[k]);
-    }
-  }
+  for (int k = 0; k < kVec; ++k) smem[t * kVec + k] = r.finish(acc[k]);
   __syncthreads();
   // Whole groups of lanes only (a group lies in one warp: lanes divides 32); a group takes
   // columns c, c + (its count), ... up to the padded width.
