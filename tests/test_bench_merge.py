@@ -98,3 +98,15 @@ def test_cuda_timer_resets_the_persisting_l2_before_each_timing():
     timer.time(lambda: x.sum(), writes=False)
     timer.time(lambda: x.add(1))
     assert len(resets) == 2
+
+
+def test_outputs_are_checked_against_torch_in_float64_rounded_to_the_dtype():
+    # bench.reference: torch's own code in float64 on the same inputs, rounded to the case's
+    # dtype, not torch eager's output (whose 16-bit softmax_backward on CUDA is off by more than
+    # the check's tolerance where grad and the row's dot product cancel).
+    case = bench.Case("softmax_backward", (64, 128), -1, "bfloat16")
+    grad, out = bench.make_inputs(case, "cpu", 0)
+    ref = bench.reference(case, (grad, out))
+    exact = torch.ops.aten._softmax_backward_data(grad.double(), out.double(), -1, torch.float64)
+    assert ref.dtype == torch.bfloat16 and torch.equal(ref, exact.to(torch.bfloat16))
+    assert bench.close(exact.to(torch.bfloat16), ref, "bfloat16") == (True, "")
